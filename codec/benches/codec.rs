@@ -1,0 +1,2 @@
+//! Codec benchmarks (filled in with the codec).
+fn main() {}

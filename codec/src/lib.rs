@@ -1,0 +1,1 @@
+//! Mink's record-batch format.

@@ -1,0 +1,4 @@
+//! Streams of opaque record batches whose write-ahead log is a sequence of small objects on an object
+//! store, compacted in the background into read-optimised objects.
+//!
+//! The crate is filled in by the s3stream issue; until then it holds nothing.

@@ -1,0 +1,117 @@
+//! Installs what the build and the tests need on a fresh machine, and nothing when it is present.
+//!
+//! - `protoc` (Debian `protobuf-compiler`): etcd-client generates its gRPC code at build time.
+//! - `etcd` (Debian `etcd-server`): the metadata tests run against a real etcd.
+//! - `moto_server` (PyPI `moto[server]`, in a virtual environment under `.tools/venv`): the
+//!   S3-compatible server the object-storage tests run against.
+//! - `cargo-fuzz` (crates.io), only for `cargo xtask fuzz`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Once;
+
+use crate::{Result, root, run};
+
+/// Whether `program` can be started from the PATH.
+pub(crate) fn on_path(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// Everything a build of the workspace needs.
+pub(crate) fn build_tools() -> Result {
+    if !on_path("protoc") {
+        apt_install("protobuf-compiler")?;
+    }
+    Ok(())
+}
+
+/// The etcd server binary.
+pub(crate) fn etcd() -> Result<PathBuf> {
+    if !on_path("etcd") {
+        apt_install("etcd-server")?;
+    }
+    Ok(PathBuf::from("etcd"))
+}
+
+/// The moto S3 server: the one on the PATH, else one installed into `.tools/venv`.
+pub(crate) fn moto_server() -> Result<PathBuf> {
+    if Command::new("moto_server")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        return Ok(PathBuf::from("moto_server"));
+    }
+    let venv = root().join(".tools").join("venv");
+    let installed = venv.join("bin").join("moto_server");
+    if installed.exists() {
+        return Ok(installed);
+    }
+    let mut create = Command::new("python3");
+    create.args(["-m", "venv"]).arg(&venv);
+    run(create)?;
+    let mut pip = Command::new(venv.join("bin").join("pip"));
+    pip.args(["install", "--quiet", "moto[server]"]);
+    run(pip)?;
+    Ok(installed)
+}
+
+pub(crate) fn has_nextest() -> bool {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+pub(crate) fn cargo_fuzz() -> Result {
+    let present = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["fuzz", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if present {
+        return Ok(());
+    }
+    let mut install = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    install.args(["install", "--locked", "cargo-fuzz"]);
+    run(install)
+}
+
+/// Installs a Debian package, refreshing the package lists once per run.
+fn apt_install(package: &str) -> Result {
+    static UPDATE: Once = Once::new();
+    let sudo = !is_root();
+    let apt = |args: &[&str]| {
+        let mut command = if sudo {
+            let mut c = Command::new("sudo");
+            c.arg("apt-get");
+            c
+        } else {
+            Command::new("apt-get")
+        };
+        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        command
+    };
+    let mut updated = Ok(());
+    UPDATE.call_once(|| updated = run(apt(&["update", "-q"])));
+    updated.map_err(|e| format!("{e}; install {package} by hand"))?;
+    run(apt(&["install", "-y", "-q", package]))
+        .map_err(|e| format!("{e}; install the Debian package {package} by hand"))
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}

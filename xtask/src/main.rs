@@ -1,0 +1,213 @@
+//! `cargo xtask`: the developer's one entry point (alias `cargo x`).
+//!
+//! ```text
+//! cargo xtask test [ARGS]     install what the build and tests need, start etcd and an S3 server
+//!                             (moto) on free ports, run every test in the workspace, stop them
+//! cargo xtask serve [ARGS]    install what the build needs, run the node (release) on the embedded default
+//! cargo xtask lint            cargo fmt --check and clippy -D warnings
+//! cargo xtask bench [--quick] criterion micro-benchmarks
+//! cargo xtask fuzz [TARGET] [--seconds N]   run a cargo-fuzz target for a bounded time
+//! cargo xtask services        start etcd and moto, print their addresses, wait for Ctrl-C
+//! ```
+//!
+//! The crate has no dependencies so that it builds in seconds on a fresh machine: everything it
+//! needs (processes, free ports, a readiness probe over plain HTTP) is done with the standard library.
+
+mod install;
+mod services;
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// A failed step, with a message for the developer.
+type Result<T = ()> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let mut args = env::args().skip(1);
+    let command = args.next().unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    let outcome = match command.as_str() {
+        "test" => test(&rest),
+        "serve" => serve(&rest),
+        "lint" => lint(),
+        "bench" => bench(&rest),
+        "fuzz" => fuzz(&rest),
+        "services" => services_only(),
+        "" | "help" | "-h" | "--help" => {
+            eprintln!("{}", USAGE);
+            Ok(())
+        }
+        other => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  test [ARGS]       install what is missing, start etcd and moto, run every test (ARGS go to nextest)
+  serve [ARGS]      install what is missing, run the node in release mode (ARGS go to `mink serve`)
+  lint              cargo fmt --check, cargo clippy --all-targets -D warnings
+  bench [--quick]   criterion micro-benchmarks
+  fuzz [TARGET] [--seconds N]
+                    run a cargo-fuzz target of the codec (default: decode, 60 s)
+  services          start etcd and moto for manual testing and wait for Ctrl-C";
+
+/// The workspace root (the parent of this crate's folder).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo() -> Command {
+    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(root());
+    command
+}
+
+/// Runs a command to completion, failing with its name when it fails.
+fn run(mut command: Command) -> Result {
+    let shown = format!("{command:?}");
+    eprintln!("xtask: running {shown}");
+    let status = command
+        .status()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
+}
+
+fn test(args: &[String]) -> Result {
+    install::build_tools()?;
+    let services = services::Services::start()?;
+    let mut outcome = Ok(());
+    // Build everything first so a compile error is reported once, not per test binary.
+    let mut nextest = cargo();
+    if install::has_nextest() {
+        nextest.args([
+            "nextest",
+            "run",
+            "--workspace",
+            "--no-fail-fast",
+            "--no-tests=warn",
+        ]);
+    } else {
+        nextest.args(["test", "--workspace", "--no-fail-fast"]);
+    }
+    nextest.args(args);
+    services.export(&mut nextest);
+    if let Err(e) = run(nextest) {
+        outcome = Err(e);
+    }
+    if args.is_empty() {
+        // nextest does not run doctests; cargo test does.
+        let mut doc = cargo();
+        doc.args(["test", "--workspace", "--doc"]);
+        services.export(&mut doc);
+        if let Err(e) = run(doc) {
+            outcome = outcome.and(Err(e));
+        }
+    }
+    drop(services);
+    outcome
+}
+
+fn serve(args: &[String]) -> Result {
+    install::build_tools()?;
+    let mut command = cargo();
+    command.args([
+        "run",
+        "--release",
+        "--package",
+        "mink-server",
+        "--bin",
+        "mink",
+        "--",
+        "serve",
+    ]);
+    command.args(args);
+    run(command)
+}
+
+fn lint() -> Result {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    run(fmt)?;
+    install::build_tools()?;
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(clippy)
+}
+
+fn bench(args: &[String]) -> Result {
+    install::build_tools()?;
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut criterion = cargo();
+    criterion.args(["bench", "--package", "mink-codec", "--bench", "codec", "--"]);
+    if quick {
+        criterion.args(["--warm-up-time", "1", "--measurement-time", "2"]);
+    }
+    run(criterion)
+}
+
+fn fuzz(args: &[String]) -> Result {
+    let mut target = "decode".to_owned();
+    let mut seconds = 60u64;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--seconds" => {
+                seconds = iter
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or("--seconds needs a number")?;
+            }
+            "codec" => {}
+            other if !other.starts_with('-') => target = other.to_owned(),
+            other => return Err(format!("unknown fuzz option `{other}`")),
+        }
+    }
+    install::cargo_fuzz()?;
+    let mut command = cargo();
+    command
+        .current_dir(root().join("codec").join("fuzz"))
+        // cargo-fuzz needs nightly-only compiler flags; this machine has one stable toolchain.
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("CARGO_TARGET_DIR", root().join("target").join("fuzz"))
+        .args(["fuzz", "run", &target, "--"])
+        .arg(format!("-max_total_time={seconds}"));
+    run(command)
+}
+
+#[expect(
+    clippy::print_stdout,
+    reason = "the exports are the command's output, for a shell to eval"
+)]
+fn services_only() -> Result {
+    let services = services::Services::start()?;
+    for (key, value) in services.variables() {
+        println!("export {key}={value}");
+    }
+    eprintln!("xtask: services are running; press Ctrl-C to stop them");
+    loop {
+        std::thread::park();
+    }
+}
