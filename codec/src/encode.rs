@@ -1,0 +1,192 @@
+//! Building batches from Arrow record batches.
+//!
+//! The writer fills in everything but the three fields the tablet assigns on append (`base_offset`,
+//! `commit_timestamp`, `leader_epoch`, left at zero), computes the CRC, and emits a zero-row batch as a
+//! bare 52-byte header.
+
+use arrow_array::RecordBatch;
+use arrow_ipc::MetadataVersion;
+use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+
+use crate::change::ChangeType;
+use crate::error::{Error, Result};
+use crate::header::{
+    ATTR_APPEND_ONLY, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC, NO_SEQUENCE, NO_WRITER_ID, put,
+    seal_crc,
+};
+use crate::ipc;
+
+/// The header fields a writer chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchMeta {
+    /// Schema version the rows are encoded with.
+    pub schema_id: i16,
+    /// Idempotent writer id, or [`NO_WRITER_ID`].
+    pub writer_id: i64,
+    /// Idempotent writer sequence, or [`NO_SEQUENCE`].
+    pub batch_sequence: i32,
+}
+
+impl BatchMeta {
+    /// Fields for a writer without idempotence (writer id and sequence -1).
+    pub fn new(schema_id: i16) -> Self {
+        BatchMeta {
+            schema_id,
+            writer_id: NO_WRITER_ID,
+            batch_sequence: NO_SEQUENCE,
+        }
+    }
+
+    /// Sets the idempotent writer id and sequence.
+    pub fn with_writer(mut self, writer_id: i64, batch_sequence: i32) -> Self {
+        self.writer_id = writer_id;
+        self.batch_sequence = batch_sequence;
+        self
+    }
+}
+
+/// Encodes batches, reusing Arrow's flatbuffer builder between calls. Create one per writer thread.
+pub struct Encoder {
+    generator: IpcDataGenerator,
+    tracker: DictionaryTracker,
+    options: IpcWriteOptions,
+    context: IpcWriteContext,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder").finish_non_exhaustive()
+    }
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Encoder {
+    /// A new encoder: Arrow metadata V5, 8-byte buffer alignment, no compression.
+    pub fn new() -> Self {
+        let options = IpcWriteOptions::try_new(8, false, MetadataVersion::V5).unwrap_or_default();
+        Encoder {
+            generator: IpcDataGenerator::default(),
+            tracker: DictionaryTracker::new(false),
+            options,
+            context: IpcWriteContext::default(),
+        }
+    }
+
+    /// Encodes `rows` as one batch. `change_types` gives one change type per row, or `None` for an
+    /// append-only batch (no change-type vector).
+    pub fn encode(
+        &mut self,
+        rows: &RecordBatch,
+        change_types: Option<&[ChangeType]>,
+        meta: BatchMeta,
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.encode_into(rows, change_types, meta, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`encode`](Self::encode), appending the batch to `out`. On error `out` is left as it was.
+    pub fn encode_into(
+        &mut self,
+        rows: &RecordBatch,
+        change_types: Option<&[ChangeType]>,
+        meta: BatchMeta,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if let Some(ct) = change_types
+            && ct.len() != rows.num_rows()
+        {
+            return Err(Error::ChangeTypeCount {
+                rows: rows.num_rows(),
+                change_types: ct.len(),
+            });
+        }
+        ipc::check_schema_fields(rows.schema_ref().fields().iter())?;
+        let start = out.len();
+        let result = self.write(rows, change_types.map(ChangeBytes::Typed), meta, out, start);
+        if result.is_err() {
+            out.truncate(start);
+        }
+        result
+    }
+
+    /// Writes header, change vector and message for `rows`; shared with projection, which copies the
+    /// change vector bytes and header fields of the source batch.
+    pub(crate) fn write(
+        &mut self,
+        rows: &RecordBatch,
+        change_types: Option<ChangeBytes<'_>>,
+        meta: BatchMeta,
+        out: &mut Vec<u8>,
+        start: usize,
+    ) -> Result<()> {
+        let count = rows.num_rows();
+        let record_count = i32::try_from(count).map_err(|_| Error::TooLarge {
+            what: "row count",
+            value: count,
+            max: i32::MAX as usize,
+        })?;
+        out.resize(start + HEADER_LEN, 0);
+        match change_types {
+            Some(ChangeBytes::Typed(ct)) => out.extend(ct.iter().map(|c| c.to_byte())),
+            Some(ChangeBytes::Raw(raw)) => out.extend_from_slice(raw),
+            None => {}
+        }
+        if count > 0 {
+            let (_dictionaries, encoded) = self
+                .generator
+                .encode(rows, &mut self.tracker, &self.options, &mut self.context)
+                .map_err(|source| Error::Encode { source })?;
+            ipc::write_message(out, start, &encoded.ipc_message, &encoded.arrow_data)?;
+        }
+        let total = out.len() - start;
+        let length = i32::try_from(total - LENGTH_PREFIX).map_err(|_| Error::TooLarge {
+            what: "batch size in bytes",
+            value: total,
+            max: i32::MAX as usize + LENGTH_PREFIX,
+        })?;
+        let header = Header {
+            base_offset: 0,
+            length,
+            magic: MAGIC,
+            commit_timestamp: 0,
+            leader_epoch: 0,
+            crc: 0,
+            schema_id: meta.schema_id,
+            attributes: if change_types.is_none() {
+                ATTR_APPEND_ONLY
+            } else {
+                0
+            },
+            last_offset_delta: record_count - 1,
+            writer_id: meta.writer_id,
+            batch_sequence: meta.batch_sequence,
+            record_count,
+        };
+        let batch = out.get_mut(start..).unwrap_or_default();
+        put(batch, 0, &header.to_bytes());
+        seal_crc(batch);
+        Ok(())
+    }
+}
+
+/// Change types to write: typed (from a caller) or raw bytes copied from a checked batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChangeBytes<'a> {
+    Typed(&'a [ChangeType]),
+    Raw(&'a [u8]),
+}
+
+/// Encodes `rows` as one batch with a fresh [`Encoder`]; see [`Encoder::encode`].
+pub fn encode_batch(
+    rows: &RecordBatch,
+    change_types: Option<&[ChangeType]>,
+    meta: BatchMeta,
+) -> Result<Vec<u8>> {
+    Encoder::new().encode(rows, change_types, meta)
+}

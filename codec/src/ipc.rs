@@ -1,0 +1,285 @@
+//! The Arrow IPC message inside a batch: locating it, checking its flatbuffer metadata against the body
+//! before Arrow reads it, encoding it, and decoding rows from it.
+//!
+//! The message is framed as in the Arrow streaming format: a 0xFFFFFFFF continuation marker, an i32
+//! metadata length, the flatbuffer `Message` (padded), then the body. Mink's writer pads the metadata so
+//! that the body starts at a multiple of 8 bytes from the batch start, which lets Arrow use the body
+//! without copying when the batch itself is 8-aligned in memory; readers do not rely on it.
+//!
+//! Arrow's reader slices buffers straight from the offsets in the metadata and would panic on an offset
+//! past the body, so [`check_message`] checks every buffer range, node length and variadic count first.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_ipc::MetadataVersion;
+use arrow_ipc::reader::RecordBatchDecoder;
+use arrow_schema::{DataType, Field, SchemaRef};
+
+use crate::error::{Error, Result};
+use crate::header::field;
+
+/// The IPC continuation marker that starts every message.
+pub(crate) const CONTINUATION: [u8; 4] = [0xFF; 4];
+/// Bytes before the flatbuffer metadata: continuation marker and metadata length.
+pub(crate) const PREFIX_LEN: usize = 8;
+/// Alignment of the body relative to the batch start.
+pub(crate) const BODY_ALIGN: usize = 8;
+
+/// Where the parts of a batch's Arrow message lie, relative to the batch start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MessageLayout {
+    /// First byte of the flatbuffer metadata.
+    pub(crate) meta_start: usize,
+    /// Metadata length including padding.
+    pub(crate) meta_len: usize,
+    /// First byte of the body.
+    pub(crate) body_start: usize,
+    /// Body length.
+    pub(crate) body_len: usize,
+}
+
+impl MessageLayout {
+    pub(crate) fn meta<'a>(&self, batch: &'a [u8]) -> &'a [u8] {
+        batch
+            .get(self.meta_start..self.meta_start + self.meta_len)
+            .unwrap_or(&[])
+    }
+}
+
+/// Reads the message prefix at `start` in `batch` (whose absolute position is `base`) and returns the
+/// message layout. The caller has already established that the message exists (`start < batch.len()`).
+pub(crate) fn locate(batch: &[u8], base: usize, start: usize) -> Result<MessageLayout> {
+    let available = batch.len().saturating_sub(start);
+    let prefix = batch
+        .get(start..start + PREFIX_LEN)
+        .ok_or(Error::Truncated {
+            field: field::ARROW_PREFIX,
+            position: base + start,
+            needed: PREFIX_LEN,
+            available,
+        })?;
+    let (marker, len) = prefix.split_at(4);
+    if marker != CONTINUATION {
+        return Err(Error::InvalidArrowMessage {
+            field: field::ARROW_PREFIX,
+            position: base + start,
+            reason: format!("expected the continuation marker ff ff ff ff, found {marker:02x?}"),
+        });
+    }
+    let meta_len_raw = i32::from_le_bytes(<[u8; 4]>::try_from(len).unwrap_or([0; 4]));
+    let meta_len = usize::try_from(meta_len_raw)
+        .ok()
+        .filter(|l| *l > 0)
+        .ok_or(Error::BadLength {
+            field: field::ARROW_PREFIX,
+            position: base + start + 4,
+            value: i64::from(meta_len_raw),
+            reason: "Arrow metadata length must be positive",
+        })?;
+    let meta_start = start + PREFIX_LEN;
+    let meta_available = batch.len().saturating_sub(meta_start);
+    if meta_len > meta_available {
+        return Err(Error::Truncated {
+            field: field::ARROW_METADATA,
+            position: base + meta_start,
+            needed: meta_len,
+            available: meta_available,
+        });
+    }
+    let body_start = meta_start + meta_len;
+    Ok(MessageLayout {
+        meta_start,
+        meta_len,
+        body_start,
+        body_len: batch.len() - body_start,
+    })
+}
+
+/// Verifies the flatbuffer metadata and checks it against the body and the header's row count.
+/// Returns the metadata version and the flatbuffer record batch, both safe to hand to Arrow's decoder.
+pub(crate) fn check_message<'a>(
+    batch: &'a [u8],
+    base: usize,
+    layout: &MessageLayout,
+    record_count: i32,
+) -> Result<(MetadataVersion, arrow_ipc::RecordBatch<'a>)> {
+    let meta_pos = base + layout.meta_start;
+    let invalid = |reason: String| Error::InvalidArrowMessage {
+        field: field::ARROW_METADATA,
+        position: meta_pos,
+        reason,
+    };
+    let message = arrow_ipc::root_as_message(layout.meta(batch))
+        .map_err(|e| invalid(format!("flatbuffer does not verify: {e}")))?;
+    let version = message.version();
+    if version != MetadataVersion::V4 && version != MetadataVersion::V5 {
+        return Err(invalid(format!(
+            "metadata version {version:?} is not supported (V4 or V5)"
+        )));
+    }
+    let rb = message.header_as_record_batch().ok_or_else(|| {
+        invalid(format!(
+            "expected a RecordBatch message, found header type {:?}",
+            message.header_type()
+        ))
+    })?;
+
+    let body_pos = base + layout.body_start;
+    let declared = message.bodyLength();
+    let body_len = usize::try_from(declared).map_err(|_| Error::BadLength {
+        field: field::ARROW_METADATA,
+        position: meta_pos,
+        value: declared,
+        reason: "negative Arrow body length",
+    })?;
+    if body_len > layout.body_len {
+        return Err(Error::Truncated {
+            field: field::ARROW_BODY,
+            position: body_pos,
+            needed: body_len,
+            available: layout.body_len,
+        });
+    }
+    if body_len < layout.body_len {
+        return Err(Error::BadLength {
+            field: field::ARROW_BODY,
+            position: body_pos,
+            value: i64::try_from(layout.body_len).unwrap_or(i64::MAX),
+            reason: "bytes left over after the Arrow body the metadata declares",
+        });
+    }
+
+    if rb.length() != i64::from(record_count) {
+        return Err(Error::CountMismatch {
+            field: field::ARROW_LENGTH,
+            position: meta_pos,
+            expected: i64::from(record_count),
+            actual: rb.length(),
+        });
+    }
+    if rb.compression().is_some() {
+        return Err(invalid("compressed Arrow bodies are not supported".into()));
+    }
+
+    let buffers = rb
+        .buffers()
+        .ok_or_else(|| invalid("the record batch has no buffer list".into()))?;
+    for (i, buffer) in buffers.iter().enumerate() {
+        let (offset, length) = (buffer.offset(), buffer.length());
+        let end = offset.checked_add(length);
+        let fits = offset >= 0 && length >= 0 && end.is_some_and(|end| end <= declared);
+        if !fits {
+            return Err(invalid(format!(
+                "buffer {i} at body offset {offset} with length {length} lies outside the {declared}-byte body"
+            )));
+        }
+    }
+    let nodes = rb
+        .nodes()
+        .ok_or_else(|| invalid("the record batch has no field-node list".into()))?;
+    for (i, node) in nodes.iter().enumerate() {
+        let (length, nulls) = (node.length(), node.null_count());
+        if !(0..=i64::from(i32::MAX)).contains(&length) || !(0..=length).contains(&nulls) {
+            return Err(invalid(format!(
+                "field node {i} has length {length} and null count {nulls}"
+            )));
+        }
+    }
+    if let Some(counts) = rb.variadicBufferCounts() {
+        let mut total: i64 = 0;
+        for count in counts.iter() {
+            total = total.saturating_add(count);
+            let too_many = usize::try_from(total).map_or(true, |t| t > buffers.len());
+            if count < 0 || too_many {
+                return Err(invalid(format!(
+                    "variadic buffer count {count} does not fit the {} buffers",
+                    buffers.len()
+                )));
+            }
+        }
+    }
+    Ok((version, rb))
+}
+
+/// Decodes the rows of a checked message. `body` is the body as an Arrow buffer (zero-copy when it came
+/// from `bytes::Bytes`). With a projection, only the projected columns are built.
+pub(crate) fn decode_rows(
+    body: &arrow_buffer::Buffer,
+    base: usize,
+    layout: &MessageLayout,
+    version: MetadataVersion,
+    rb: arrow_ipc::RecordBatch<'_>,
+    schema: &SchemaRef,
+    projection: Option<&[usize]>,
+) -> Result<RecordBatch> {
+    let dictionaries: HashMap<i64, ArrayRef> = HashMap::new();
+    let arrow = |source| Error::Arrow {
+        field: field::ARROW_BODY,
+        position: base + layout.body_start,
+        source,
+    };
+    RecordBatchDecoder::try_new(body, rb, Arc::clone(schema), &dictionaries, &version)
+        .map_err(arrow)?
+        .with_projection(projection)
+        .with_require_alignment(false)
+        .read_record_batch()
+        .map_err(arrow)
+}
+
+/// Rejects column types the batch format cannot carry: dictionaries (no dictionary messages), unions and
+/// run-end encoding (not supported by the codec's pre-checks).
+pub(crate) fn check_schema_fields<'a>(
+    fields: impl IntoIterator<Item = &'a Arc<Field>>,
+) -> Result<()> {
+    for f in fields {
+        check_type(f.name(), f.data_type())?;
+    }
+    Ok(())
+}
+
+fn check_type(name: &str, data_type: &DataType) -> Result<()> {
+    match data_type {
+        DataType::Dictionary(..) | DataType::Union(..) | DataType::RunEndEncoded(..) => {
+            Err(Error::UnsupportedType {
+                column: name.to_owned(),
+                data_type: data_type.clone(),
+            })
+        }
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => check_type(name, f.data_type()),
+        DataType::Struct(fields) => check_schema_fields(fields.iter()),
+        _ => Ok(()),
+    }
+}
+
+/// Appends an IPC message (prefix, metadata, padding, body) to `out`, padding the metadata so the body
+/// starts at a multiple of [`BODY_ALIGN`] from `batch_start`.
+pub(crate) fn write_message(
+    out: &mut Vec<u8>,
+    batch_start: usize,
+    meta: &[u8],
+    body: &[u8],
+) -> Result<()> {
+    let meta_start = out.len() - batch_start + PREFIX_LEN;
+    let unpadded_end = meta_start + meta.len();
+    let padding = (BODY_ALIGN - unpadded_end % BODY_ALIGN) % BODY_ALIGN;
+    let meta_len = meta.len() + padding;
+    let meta_len_i32 = i32::try_from(meta_len).map_err(|_| Error::TooLarge {
+        what: "Arrow metadata",
+        value: meta_len,
+        max: i32::MAX as usize,
+    })?;
+    out.reserve(PREFIX_LEN + meta_len + body.len());
+    out.extend_from_slice(&CONTINUATION);
+    out.extend_from_slice(&meta_len_i32.to_le_bytes());
+    out.extend_from_slice(meta);
+    out.resize(out.len() + padding, 0);
+    out.extend_from_slice(body);
+    Ok(())
+}
