@@ -1,4 +1,32 @@
-//! Mink's metadata: the KV trait and its backends (memory, redb, etcd), id allocators, the metadata
-//! log and the node-local object index.
+//! Mink's metadata: the one place where Mink keeps what must be agreed on across restarts and nodes.
 //!
-//! The crate is filled in by the metadata issue; until then it holds nothing.
+//! - [`kv`]: the [`MetaKv`] trait (get, put, delete, transactions with version compares, prefix
+//!   scans, watches, leases) and its backends [`MemoryKv`], [`RedbKv`], [`EtcdKv`].
+//! - [`value`]: the format of every metadata value (magic, version, kind, CRC32C, body).
+//! - [`records`] and [`keys`]: the typed records and where they live.
+//! - [`alloc`]: block-allocating id allocators for writer, stream and object ids.
+//! - [`log`]: the metadata log ([`Metadata`]): stream lifecycle with epochs, atomic fenced commits of
+//!   objects and offsets, trims, the WAL registry, tables, nodes, writer snapshots.
+//! - [`index`]: the node-local object index answering "objects covering stream S from offset a".
+
+pub mod alloc;
+pub mod error;
+pub mod index;
+pub mod keys;
+pub mod kv;
+pub mod log;
+pub mod records;
+pub mod value;
+
+pub use alloc::{IdAllocator, IdKind};
+pub use error::{ErrorKind, MetaError, Result};
+pub use index::{CoveringRange, ObjectIndex};
+pub use kv::{
+    CasOutcome, Compare, EtcdKv, KeyValue, LeaseId, MemoryKv, MetaKv, MetaKvExt, Op, RedbKv,
+    ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
+};
+pub use log::{CommitOutcome, CommitRequest, Metadata, MetadataOptions, WalCompacted};
+pub use records::{
+    NodeRecord, ObjectKind, ObjectRecord, StreamRange, StreamRecord, StreamState, TableRecord,
+    WalReservation, WriterSnapshot,
+};

@@ -1,0 +1,126 @@
+//! Id allocators: writer ids, stream ids and object ids, unique across processes, nodes and restarts.
+//!
+//! Each kind has one counter in the KV (`mink/ids/{kind}`, an [`crate::value`] record holding the
+//! next id nobody has been given). An allocator takes a whole block of ids with one compare-and-swap
+//! on the counter and hands them out locally, so a hot allocator costs one round trip per block.
+//! Ids of a block that a process never uses are lost when it exits; ids are unique, not dense.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{MetaError, Result};
+use crate::keys;
+use crate::kv::{CasOutcome, MetaKv, MetaKvExt};
+use crate::records::IdCounter;
+use crate::value::{decode, encode};
+
+/// How many times a block reservation retries a lost compare-and-swap before giving up.
+const MAX_ATTEMPTS: u32 = 64;
+
+/// The id spaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdKind {
+    /// Idempotent writer ids (Flight `init_writer` and Kafka `InitProducerId` share it).
+    Writer,
+    /// Stream ids.
+    Stream,
+    /// Object ids (WAL, stream-set and stream objects).
+    Object,
+}
+
+impl IdKind {
+    /// The counter's key.
+    pub fn key(self) -> String {
+        let name = match self {
+            IdKind::Writer => "writer",
+            IdKind::Stream => "stream",
+            IdKind::Object => "object",
+        };
+        format!("{}{name}", keys::IDS)
+    }
+}
+
+/// Takes `count` fresh ids of `kind` straight from the KV counter.
+pub async fn reserve_block(kv: &dyn MetaKv, kind: IdKind, count: u64) -> Result<Range<u64>> {
+    if count == 0 {
+        return Err(MetaError::Invalid(
+            "cannot reserve an empty block of ids".to_owned(),
+        ));
+    }
+    let key = kind.key();
+    let mut current = kv.get(&key).await?;
+    for attempt in 0..MAX_ATTEMPTS {
+        let (next, version) = match &current {
+            Some(kv) => (decode::<IdCounter>(&key, &kv.value)?.0, kv.version),
+            None => (0, 0),
+        };
+        let end = next
+            .checked_add(count)
+            .ok_or_else(|| MetaError::Invalid(format!("id space {key} is exhausted at {next}")))?;
+        match kv
+            .compare_and_swap(&key, version, Some(encode(&IdCounter(end))))
+            .await?
+        {
+            CasOutcome::Swapped { .. } => return Ok(next..end),
+            CasOutcome::Conflict { current: now } => {
+                current = now;
+                // Many allocators racing: spread them out a little.
+                if attempt >= 4 {
+                    tokio::time::sleep(Duration::from_millis(u64::from(attempt))).await;
+                }
+            }
+        }
+    }
+    Err(MetaError::Contended {
+        operation: "reserve id block",
+        key,
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+/// Hands out ids of one kind, fetching them from the KV a block at a time.
+pub struct IdAllocator {
+    kv: Arc<dyn MetaKv>,
+    kind: IdKind,
+    block: u64,
+    local: tokio::sync::Mutex<Range<u64>>,
+}
+
+impl std::fmt::Debug for IdAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdAllocator")
+            .field("kind", &self.kind)
+            .field("block", &self.block)
+            .finish()
+    }
+}
+
+impl IdAllocator {
+    /// An allocator taking `block` ids per round trip (at least 1).
+    pub fn new(kv: Arc<dyn MetaKv>, kind: IdKind, block: u64) -> Self {
+        IdAllocator {
+            kv,
+            kind,
+            block: block.max(1),
+            local: tokio::sync::Mutex::new(0..0),
+        }
+    }
+
+    /// The next id: never handed out before by any allocator of this kind on the same store.
+    pub async fn next(&self) -> Result<u64> {
+        let mut local = self.local.lock().await;
+        if local.is_empty() {
+            *local = reserve_block(self.kv.as_ref(), self.kind, self.block).await?;
+        }
+        let id = local.start;
+        local.start += 1;
+        Ok(id)
+    }
+
+    /// `count` contiguous fresh ids, taken directly from the store (not from the local block).
+    pub async fn reserve(&self, count: u64) -> Result<Range<u64>> {
+        reserve_block(self.kv.as_ref(), self.kind, count).await
+    }
+}

@@ -1,0 +1,327 @@
+//! [`EtcdKv`]: the metadata KV on an etcd cluster, for several nodes. Versions are etcd
+//! `mod_revision`s, transactions are etcd transactions, watches and leases are etcd's own.
+//!
+//! Every key is stored under a fixed prefix given to [`EtcdKv::connect`] (so several clusters, or
+//! several tests, can share one etcd); the prefix is invisible to callers. Values are stored as
+//! given (see [`crate::value`] for the format of metadata values).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use etcd_client::{
+    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, DeleteOptions, GetOptions,
+    PutOptions, Txn as EtcdTxn, TxnOp, WatchOptions,
+};
+use futures::StreamExt;
+
+use super::{
+    KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream, prefix_end,
+    validate_key, validate_txn,
+};
+use crate::error::{MetaError, Result};
+
+const BACKEND: &str = "etcd";
+
+fn unavailable(operation: &'static str) -> impl FnOnce(etcd_client::Error) -> MetaError {
+    move |e| MetaError::Unavailable {
+        backend: BACKEND,
+        operation,
+        source: Box::new(e),
+    }
+}
+
+/// A [`MetaKv`] on etcd. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct EtcdKv {
+    client: Client,
+    prefix: String,
+}
+
+impl std::fmt::Debug for EtcdKv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdKv")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdKv {
+    /// Connects to the etcd `endpoints` (`http://host:port`) and keeps every key under `prefix`.
+    pub async fn connect(endpoints: &[String], prefix: &str) -> Result<Self> {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(10));
+        let client = Client::connect(endpoints, Some(options))
+            .await
+            .map_err(unavailable("connect"))?;
+        Ok(EtcdKv {
+            client,
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    fn full(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    fn strip(&self, key: &[u8]) -> Result<String> {
+        let key = std::str::from_utf8(key).map_err(|e| MetaError::Corrupt {
+            key: String::from_utf8_lossy(key).into_owned(),
+            reason: format!("etcd key is not UTF-8: {e}"),
+        })?;
+        key.strip_prefix(self.prefix.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| MetaError::Corrupt {
+                key: key.to_owned(),
+                reason: format!("etcd returned a key outside the prefix {}", self.prefix),
+            })
+    }
+
+    fn convert(&self, kv: &etcd_client::KeyValue) -> Result<KeyValue> {
+        Ok(KeyValue {
+            key: self.strip(kv.key())?,
+            value: Bytes::copy_from_slice(kv.value()),
+            version: u64::try_from(kv.mod_revision()).unwrap_or(0),
+        })
+    }
+}
+
+fn revision_of(header: Option<&etcd_client::ResponseHeader>) -> u64 {
+    header.map_or(0, |h| u64::try_from(h.revision()).unwrap_or(0))
+}
+
+fn to_i64(v: u64, what: &str) -> Result<i64> {
+    i64::try_from(v).map_err(|_| MetaError::Invalid(format!("{what} {v} does not fit etcd's i64")))
+}
+
+#[async_trait]
+impl MetaKv for EtcdKv {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        validate_key(key)?;
+        let resp = self
+            .client
+            .kv_client()
+            .get(self.full(key), None)
+            .await
+            .map_err(unavailable("get"))?;
+        resp.kvs().first().map(|kv| self.convert(kv)).transpose()
+    }
+
+    async fn put(&self, key: &str, value: Bytes) -> Result<u64> {
+        validate_key(key)?;
+        let resp = self
+            .client
+            .kv_client()
+            .put(self.full(key), value.to_vec(), None)
+            .await
+            .map_err(unavailable("put"))?;
+        Ok(revision_of(resp.header()))
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool> {
+        validate_key(key)?;
+        let resp = self
+            .client
+            .kv_client()
+            .delete(self.full(key), None::<DeleteOptions>)
+            .await
+            .map_err(unavailable("delete"))?;
+        Ok(resp.deleted() > 0)
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnOutcome> {
+        validate_txn(&txn)?;
+        let mut compares = Vec::with_capacity(txn.compares.len());
+        for c in &txn.compares {
+            compares.push(EtcdCompare::mod_revision(
+                self.full(&c.key),
+                CompareOp::Equal,
+                to_i64(c.version, "version")?,
+            ));
+        }
+        let ops: Vec<TxnOp> = txn
+            .on_success
+            .iter()
+            .map(|op| match op {
+                Op::Put { key, value, lease } => TxnOp::put(
+                    self.full(key),
+                    value.to_vec(),
+                    lease.map(|l| PutOptions::new().with_lease(l)),
+                ),
+                Op::Delete { key } => TxnOp::delete(self.full(key), None),
+            })
+            .collect();
+        let resp = self
+            .client
+            .kv_client()
+            .txn(EtcdTxn::new().when(compares).and_then(ops))
+            .await
+            .map_err(unavailable("txn"))?;
+        Ok(TxnOutcome {
+            succeeded: resp.succeeded(),
+            revision: revision_of(resp.header()),
+        })
+    }
+
+    async fn scan(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage> {
+        if limit == 0 {
+            return Err(MetaError::Invalid("scan limit must be positive".to_owned()));
+        }
+        let full_prefix = self.full(prefix);
+        let start = match start_after {
+            Some(after) if after >= prefix => {
+                let mut k = self.full(after).into_bytes();
+                k.push(0);
+                k
+            }
+            _ => full_prefix.clone().into_bytes(),
+        };
+        // An empty range end asks etcd for every key from `start` on ("\0" in etcd's terms).
+        let end = prefix_end(full_prefix.as_bytes()).unwrap_or_else(|| vec![0]);
+        let options = GetOptions::new()
+            .with_range(end)
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let resp = self
+            .client
+            .kv_client()
+            .get(start, Some(options))
+            .await
+            .map_err(unavailable("scan"))?;
+        let items = resp
+            .kvs()
+            .iter()
+            .map(|kv| self.convert(kv))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ScanPage {
+            items,
+            more: resp.more(),
+            revision: revision_of(resp.header()),
+        })
+    }
+
+    async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream> {
+        let full_prefix = self.full(prefix);
+        let mut stream = self
+            .client
+            .watch_client()
+            .watch(full_prefix.clone(), Some(WatchOptions::new().with_prefix()))
+            .await
+            .map_err(unavailable("watch"))?;
+        // Wait for the server to confirm: changes after this point are guaranteed to be seen.
+        loop {
+            match stream.message().await.map_err(unavailable("watch"))? {
+                Some(resp) if resp.created() => break,
+                Some(_) => continue,
+                None => {
+                    return Err(MetaError::Unavailable {
+                        backend: BACKEND,
+                        operation: "watch",
+                        source: "etcd closed the watch before confirming it".into(),
+                    });
+                }
+            }
+        }
+        let this = self.clone();
+        let events = futures::stream::unfold(Some(stream), move |state| {
+            let this = this.clone();
+            let full_prefix = full_prefix.clone();
+            async move {
+                let mut stream = state?;
+                match stream.message().await {
+                    Ok(Some(resp)) => {
+                        if resp.canceled() {
+                            let err = MetaError::Unavailable {
+                                backend: BACKEND,
+                                operation: "watch",
+                                source: format!(
+                                    "etcd cancelled the watch of {full_prefix}: {}",
+                                    resp.cancel_reason()
+                                )
+                                .into(),
+                            };
+                            return Some((vec![Err(err)], None));
+                        }
+                        let mut out = Vec::with_capacity(resp.events().len());
+                        for event in resp.events() {
+                            let Some(kv) = event.kv() else { continue };
+                            let converted = match event.event_type() {
+                                etcd_client::EventType::Put => {
+                                    this.convert(kv).map(WatchEvent::Put)
+                                }
+                                etcd_client::EventType::Delete => {
+                                    this.strip(kv.key()).map(|key| WatchEvent::Delete {
+                                        key,
+                                        revision: u64::try_from(kv.mod_revision()).unwrap_or(0),
+                                    })
+                                }
+                            };
+                            out.push(converted);
+                        }
+                        Some((out, Some(stream)))
+                    }
+                    Ok(None) => {
+                        let err = MetaError::Unavailable {
+                            backend: BACKEND,
+                            operation: "watch",
+                            source: "etcd closed the watch stream".into(),
+                        };
+                        Some((vec![Err(err)], None))
+                    }
+                    Err(e) => Some((vec![Err(unavailable("watch")(e))], None)),
+                }
+            }
+        })
+        .flat_map(futures::stream::iter);
+        Ok(events.boxed())
+    }
+
+    async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId> {
+        let secs = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+        let resp = self
+            .client
+            .lease_client()
+            .grant(secs, None)
+            .await
+            .map_err(unavailable("grant_lease"))?;
+        Ok(resp.id())
+    }
+
+    async fn keep_alive(&self, lease: LeaseId) -> Result<()> {
+        let (mut keeper, mut stream) = self
+            .client
+            .lease_client()
+            .keep_alive(lease)
+            .await
+            .map_err(unavailable("keep_alive"))?;
+        keeper
+            .keep_alive()
+            .await
+            .map_err(unavailable("keep_alive"))?;
+        match stream.message().await.map_err(unavailable("keep_alive"))? {
+            Some(resp) if resp.ttl() > 0 => Ok(()),
+            _ => Err(MetaError::NotFound {
+                what: "lease",
+                id: lease.to_string(),
+            }),
+        }
+    }
+
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
+        self.client
+            .lease_client()
+            .revoke(lease)
+            .await
+            .map_err(unavailable("revoke_lease"))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,334 @@
+//! [`RedbKv`]: the metadata KV in one redb file, the embedded default. Every write is one redb
+//! transaction committed with immediate durability (fsync), so an acknowledged write survives
+//! `kill -9` and a torn commit is rolled back by redb on the next open.
+//!
+//! # File layout
+//!
+//! Table `kv` maps each key (UTF-8) to a stored entry:
+//!
+//! | Offset | Size | Field |
+//! |---|---|---|
+//! | 0 | 8 | version: the revision that last wrote the key, u64 little-endian, never 0 |
+//! | 8 | n | the value bytes (a metadata value, see [`crate::value`]) |
+//!
+//! Table `meta` maps `revision` to the store's current revision (u64), written in the same redb
+//! transaction as the keys, so versions never repeat across restarts.
+//!
+//! Watches are in-process: they see the writes made through this `RedbKv` (and its clones), not
+//! those of another process opening the same file (redb allows only one writer process anyway).
+//! redb has no leases.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::hub::WatchHub;
+use super::{
+    KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
+    validate_key, validate_txn,
+};
+use crate::error::{BoxError, MetaError, Result};
+
+const BACKEND: &str = "redb";
+const KV: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("kv");
+const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+const REVISION: &str = "revision";
+
+fn storage<E: Into<redb::Error>>(operation: &'static str) -> impl FnOnce(E) -> MetaError {
+    move |e| MetaError::Storage {
+        backend: BACKEND,
+        operation,
+        source: Box::new(e.into()) as BoxError,
+    }
+}
+
+fn decode_entry(key: &str, raw: &[u8]) -> Result<KeyValue> {
+    let Some((version, value)) = raw.split_first_chunk::<8>() else {
+        return Err(MetaError::Corrupt {
+            key: key.to_owned(),
+            reason: format!(
+                "redb entry is {} bytes, shorter than its 8-byte version",
+                raw.len()
+            ),
+        });
+    };
+    Ok(KeyValue {
+        key: key.to_owned(),
+        value: Bytes::copy_from_slice(value),
+        version: u64::from_le_bytes(*version),
+    })
+}
+
+fn encode_entry(version: u64, value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + value.len());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(value);
+    out
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: Database,
+    /// Serialises commit + publish so watchers see revision order.
+    write: Mutex<()>,
+    hub: WatchHub,
+}
+
+/// A [`MetaKv`] in one redb file. Cheap to clone; clones share the database.
+#[derive(Debug, Clone)]
+pub struct RedbKv {
+    inner: Arc<Inner>,
+}
+
+impl RedbKv {
+    /// Opens (or creates) the database file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let db = Database::create(path.as_ref()).map_err(storage("open"))?;
+        let txn = db.begin_write().map_err(storage("open"))?;
+        {
+            txn.open_table(KV).map_err(storage("open"))?;
+            txn.open_table(META).map_err(storage("open"))?;
+        }
+        txn.commit().map_err(storage("open"))?;
+        Ok(RedbKv {
+            inner: Arc::new(Inner {
+                db,
+                write: Mutex::new(()),
+                hub: WatchHub::new(),
+            }),
+        })
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&Inner) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| MetaError::Storage {
+                backend: BACKEND,
+                operation,
+                source: Box::new(e),
+            })?
+    }
+}
+
+impl Inner {
+    fn apply(&self, txn: Txn) -> Result<TxnOutcome> {
+        let _guard = self.write.lock();
+        let wtx = self.db.begin_write().map_err(storage("txn"))?;
+        let mut events = Vec::with_capacity(txn.on_success.len());
+        let revision;
+        {
+            let mut kv = wtx.open_table(KV).map_err(storage("txn"))?;
+            let mut meta = wtx.open_table(META).map_err(storage("txn"))?;
+            let current = meta
+                .get(REVISION)
+                .map_err(storage("txn"))?
+                .map_or(0, |g| g.value());
+            for compare in &txn.compares {
+                let version = match kv.get(compare.key.as_str()).map_err(storage("txn"))? {
+                    Some(raw) => decode_entry(&compare.key, raw.value())?.version,
+                    None => 0,
+                };
+                if version != compare.version {
+                    return Ok(TxnOutcome {
+                        succeeded: false,
+                        revision: current,
+                    });
+                }
+            }
+            if txn
+                .on_success
+                .iter()
+                .any(|op| matches!(op, Op::Put { lease: Some(_), .. }))
+            {
+                return Err(MetaError::Unsupported {
+                    backend: BACKEND,
+                    operation: "leases",
+                });
+            }
+            revision = current + 1;
+            for op in txn.on_success {
+                match op {
+                    Op::Put { key, value, .. } => {
+                        kv.insert(key.as_str(), encode_entry(revision, &value).as_slice())
+                            .map_err(storage("txn"))?;
+                        events.push(WatchEvent::Put(KeyValue {
+                            key,
+                            value,
+                            version: revision,
+                        }));
+                    }
+                    Op::Delete { key } => {
+                        if kv.remove(key.as_str()).map_err(storage("txn"))?.is_some() {
+                            events.push(WatchEvent::Delete { key, revision });
+                        }
+                    }
+                }
+            }
+            if events.is_empty() {
+                // Nothing changed (empty txn or deletes of absent keys): keep the revision.
+                drop((kv, meta));
+                wtx.abort().map_err(storage("txn"))?;
+                return Ok(TxnOutcome {
+                    succeeded: true,
+                    revision: current,
+                });
+            }
+            meta.insert(REVISION, revision).map_err(storage("txn"))?;
+        }
+        wtx.commit().map_err(storage("commit"))?;
+        self.hub.publish(events);
+        Ok(TxnOutcome {
+            succeeded: true,
+            revision,
+        })
+    }
+}
+
+#[async_trait]
+impl MetaKv for RedbKv {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        validate_key(key)?;
+        let key = key.to_owned();
+        self.blocking("get", move |inner| {
+            let rtx = inner.db.begin_read().map_err(storage("get"))?;
+            let kv = rtx.open_table(KV).map_err(storage("get"))?;
+            match kv.get(key.as_str()).map_err(storage("get"))? {
+                Some(raw) => Ok(Some(decode_entry(&key, raw.value())?)),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn put(&self, key: &str, value: Bytes) -> Result<u64> {
+        let outcome = self
+            .txn(Txn {
+                compares: vec![],
+                on_success: vec![Op::put(key, value)],
+            })
+            .await?;
+        Ok(outcome.revision)
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool> {
+        validate_key(key)?;
+        let before = self.get(key).await?;
+        let Some(before) = before else {
+            return Ok(false);
+        };
+        // Delete only the version we saw, so "existed" is exact even under concurrent writers.
+        let mut txn = Txn {
+            compares: vec![super::Compare::version(key, before.version)],
+            on_success: vec![Op::delete(key)],
+        };
+        loop {
+            let outcome = self.txn(txn).await?;
+            if outcome.succeeded {
+                return Ok(true);
+            }
+            match self.get(key).await? {
+                None => return Ok(false),
+                Some(kv) => {
+                    txn = Txn {
+                        compares: vec![super::Compare::version(key, kv.version)],
+                        on_success: vec![Op::delete(key)],
+                    };
+                }
+            }
+        }
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnOutcome> {
+        validate_txn(&txn)?;
+        self.blocking("txn", move |inner| inner.apply(txn)).await
+    }
+
+    async fn scan(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage> {
+        if limit == 0 {
+            return Err(MetaError::Invalid("scan limit must be positive".to_owned()));
+        }
+        let prefix = prefix.to_owned();
+        let start_after = start_after.map(str::to_owned);
+        self.blocking("scan", move |inner| {
+            let rtx = inner.db.begin_read().map_err(storage("scan"))?;
+            let kv = rtx.open_table(KV).map_err(storage("scan"))?;
+            let meta = rtx.open_table(META).map_err(storage("scan"))?;
+            let revision = meta
+                .get(REVISION)
+                .map_err(storage("scan"))?
+                .map_or(0, |g| g.value());
+            let lower = match start_after.as_deref() {
+                Some(after) if after >= prefix.as_str() => Bound::Excluded(after),
+                _ => Bound::Included(prefix.as_str()),
+            };
+            let range = kv
+                .range::<&str>((lower, Bound::Unbounded))
+                .map_err(storage("scan"))?;
+            let mut items = Vec::new();
+            let mut more = false;
+            for entry in range {
+                let (key, raw) = entry.map_err(storage("scan"))?;
+                let key = key.value();
+                if !key.starts_with(prefix.as_str()) {
+                    break;
+                }
+                if items.len() == limit {
+                    more = true;
+                    break;
+                }
+                items.push(decode_entry(key, raw.value())?);
+            }
+            Ok(ScanPage {
+                items,
+                more,
+                revision,
+            })
+        })
+        .await
+    }
+
+    async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream> {
+        Ok(self.inner.hub.subscribe(prefix))
+    }
+
+    async fn grant_lease(&self, _ttl: Duration) -> Result<LeaseId> {
+        Err(MetaError::Unsupported {
+            backend: BACKEND,
+            operation: "leases",
+        })
+    }
+
+    async fn keep_alive(&self, _lease: LeaseId) -> Result<()> {
+        Err(MetaError::Unsupported {
+            backend: BACKEND,
+            operation: "leases",
+        })
+    }
+
+    async fn revoke_lease(&self, _lease: LeaseId) -> Result<()> {
+        Err(MetaError::Unsupported {
+            backend: BACKEND,
+            operation: "leases",
+        })
+    }
+}

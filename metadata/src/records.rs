@@ -1,0 +1,253 @@
+//! The typed records of the metadata log. Each is stored as one metadata value (format in
+//! [`crate::value`]) under the key given in [`crate::keys`].
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MetaError, Result};
+use crate::value::{MetaRecord, RecordKind, from_json_body, json_body, read_u64};
+
+/// A table: its schema versions, bucket count and partitions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableRecord {
+    /// The table's name (one key segment, no `/`).
+    pub name: String,
+    /// Schema versions by schema id. The schema text is opaque here (the server's encoding).
+    pub schemas: BTreeMap<u16, String>,
+    /// Buckets per partition.
+    pub bucket_count: u32,
+    /// Partition names (an unpartitioned table has one, conventionally `default`).
+    pub partitions: Vec<String>,
+}
+
+impl TableRecord {
+    /// The newest schema id, if any.
+    pub fn latest_schema_id(&self) -> Option<u16> {
+        self.schemas.keys().next_back().copied()
+    }
+}
+
+/// A stream's lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamState {
+    /// Owned by a node, accepting commits.
+    Open,
+    /// Not owned; another node may open it.
+    Closed,
+    /// Destroyed; never opened again.
+    Deleted,
+}
+
+impl std::fmt::Display for StreamState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StreamState::Open => "open",
+            StreamState::Closed => "closed",
+            StreamState::Deleted => "deleted",
+        })
+    }
+}
+
+/// A stream: the log of one bucket on s3stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRecord {
+    /// The stream id.
+    pub id: u64,
+    /// Bumped by every open; commits from an older epoch are fenced.
+    pub epoch: u64,
+    /// The node that opened it last (None before the first open).
+    pub owner: Option<String>,
+    /// The oldest retained offset. Moves forward on trim.
+    pub start_offset: u64,
+    /// The end of the data committed into objects (exclusive).
+    pub end_offset: u64,
+    /// Lifecycle state.
+    pub state: StreamState,
+}
+
+/// What an object holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectKind {
+    /// A WAL object: one group commit of a node, many streams.
+    Wal,
+    /// A stream-set object: compacted data of many streams.
+    StreamSet,
+    /// A stream object: compacted data of one stream.
+    Stream,
+}
+
+/// One stream's data inside an object: offsets `[start_offset, end_offset)` stored at bytes
+/// `[position, position + len)` of the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRange {
+    /// The stream.
+    pub stream_id: u64,
+    /// First offset held.
+    pub start_offset: u64,
+    /// One past the last offset held.
+    pub end_offset: u64,
+    /// Byte position of the range in the object.
+    pub position: u64,
+    /// Byte length of the range.
+    pub len: u64,
+}
+
+/// An object in the bucket and the stream ranges it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRecord {
+    /// The object id (from the object id allocator).
+    pub id: u64,
+    /// What it holds.
+    pub kind: ObjectKind,
+    /// Its key (path) in the bucket.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The stream ranges it holds, at most one per stream.
+    pub ranges: Vec<StreamRange>,
+}
+
+impl ObjectRecord {
+    /// Checks the ranges: non-empty offsets, inside the object, one per stream.
+    pub fn validate(&self) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for r in &self.ranges {
+            if r.end_offset <= r.start_offset {
+                return Err(MetaError::Invalid(format!(
+                    "object {} range of stream {} is empty or reversed: [{}, {})",
+                    self.id, r.stream_id, r.start_offset, r.end_offset
+                )));
+            }
+            if r.position
+                .checked_add(r.len)
+                .is_none_or(|end| end > self.size)
+            {
+                return Err(MetaError::Invalid(format!(
+                    "object {} range of stream {} ends past the object's {} bytes",
+                    self.id, r.stream_id, self.size
+                )));
+            }
+            if !seen.insert(r.stream_id) {
+                return Err(MetaError::Invalid(format!(
+                    "object {} holds two ranges of stream {}",
+                    self.id, r.stream_id
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A block of object ids a node's WAL reserved for its WAL objects, `[first_id, end_id)`.
+///
+/// The WAL registers a reservation once per block (one metadata write per block of PUTs, not per
+/// PUT), names each WAL object after its id, and recovery finds every uncompacted WAL object by
+/// reading the node's reservations instead of listing the bucket: ids never written are simply
+/// absent. Compaction commits move `first_id` forward and delete exhausted reservations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalReservation {
+    /// The node whose WAL reserved the ids.
+    pub node: String,
+    /// First id not yet compacted.
+    pub first_id: u64,
+    /// One past the last reserved id.
+    pub end_id: u64,
+}
+
+/// A node's registration: where it serves and until when it is considered alive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// The node id.
+    pub node_id: String,
+    /// Its advertised address (`host:port`).
+    pub address: String,
+    /// Unix milliseconds after which the node counts as dead unless it heartbeats again.
+    pub expires_at_ms: u64,
+    /// The etcd lease holding the registration, on backends with leases.
+    pub lease: Option<i64>,
+}
+
+/// A writer-window snapshot of one bucket, taken at `offset`; the bytes are the tablet's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriterSnapshot {
+    /// The log offset the snapshot was taken at; replay starts here.
+    pub offset: u64,
+    /// The opaque snapshot.
+    pub data: Bytes,
+}
+
+macro_rules! json_record {
+    ($ty:ty, $kind:expr) => {
+        impl MetaRecord for $ty {
+            const KIND: RecordKind = $kind;
+            fn encode_body(&self) -> Vec<u8> {
+                json_body(self)
+            }
+            fn decode_body(key: &str, body: &[u8]) -> Result<Self> {
+                from_json_body(key, body)
+            }
+        }
+    };
+}
+
+json_record!(TableRecord, RecordKind::Table);
+json_record!(StreamRecord, RecordKind::Stream);
+json_record!(WalReservation, RecordKind::WalReservation);
+json_record!(NodeRecord, RecordKind::Node);
+
+impl MetaRecord for ObjectRecord {
+    const KIND: RecordKind = RecordKind::Object;
+    fn encode_body(&self) -> Vec<u8> {
+        json_body(self)
+    }
+    fn decode_body(key: &str, body: &[u8]) -> Result<Self> {
+        let record: ObjectRecord = from_json_body(key, body)?;
+        record.validate().map_err(|e| MetaError::Corrupt {
+            key: key.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Ok(record)
+    }
+}
+
+impl MetaRecord for WriterSnapshot {
+    const KIND: RecordKind = RecordKind::WriterSnapshot;
+    fn encode_body(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.data.len());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.data);
+        out
+    }
+    fn decode_body(key: &str, body: &[u8]) -> Result<Self> {
+        let (offset, rest) = read_u64(key, body)?;
+        Ok(WriterSnapshot {
+            offset,
+            data: Bytes::copy_from_slice(rest),
+        })
+    }
+}
+
+/// The counter of an id allocator: the next id not yet handed out to any allocator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IdCounter(pub(crate) u64);
+
+impl MetaRecord for IdCounter {
+    const KIND: RecordKind = RecordKind::IdCounter;
+    fn encode_body(&self) -> Vec<u8> {
+        self.0.to_le_bytes().to_vec()
+    }
+    fn decode_body(key: &str, body: &[u8]) -> Result<Self> {
+        let (next, rest) = read_u64(key, body)?;
+        if !rest.is_empty() {
+            return Err(MetaError::Corrupt {
+                key: key.to_owned(),
+                reason: format!("id counter has {} trailing bytes", rest.len()),
+            });
+        }
+        Ok(IdCounter(next))
+    }
+}
