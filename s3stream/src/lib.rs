@@ -2,3 +2,8 @@
 //! store, compacted in the background into read-optimised objects.
 //!
 //! The crate is filled in by the s3stream issue; until then it holds nothing.
+
+mod duration_ms;
+pub mod log_cache;
+pub mod storage;
+pub mod wal;

@@ -1,0 +1,142 @@
+//! [`S3Config`]: where an S3 (or S3-compatible) bucket is and how to reach it, as the server's
+//! TOML configuration spells it.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Settings for an S3 or S3-compatible bucket, shared by
+/// [`ObjectStoreBackend::s3`](super::ObjectStoreBackend::s3) and
+/// [`AwsS3Backend::new`](super::AwsS3Backend::new).
+///
+/// In TOML (every field but `bucket` has a default):
+///
+/// ```toml
+/// bucket = "mink-data"
+/// endpoint = "http://127.0.0.1:9000"   # omit for AWS
+/// region = "us-east-1"
+/// access_key = "..."                   # omit both keys to use the AWS default credential chain
+/// secret_key = "..."
+/// allow_http = true
+/// prefix = "cluster-a"                 # root prefix for every key
+/// max_retries = 3
+/// request_timeout_ms = 30000
+/// ```
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct S3Config {
+    /// Endpoint URL of an S3-compatible server (`http://127.0.0.1:9000`); `None` for AWS.
+    pub endpoint: Option<String>,
+    /// The bucket, which must exist.
+    pub bucket: String,
+    /// The region (S3-compatible servers usually accept `us-east-1`).
+    pub region: String,
+    /// Access key id; with `secret_key`, static credentials. Both `None`: the environment / AWS
+    /// default credential chain.
+    pub access_key: Option<String>,
+    /// Secret access key. Never printed by `Debug`.
+    pub secret_key: Option<String>,
+    /// Allow plain-HTTP endpoints (local test servers).
+    pub allow_http: bool,
+    /// Root prefix prepended (with `/`) to every key, so several users can share a bucket.
+    pub prefix: String,
+    /// Path-style addressing (`endpoint/bucket/key`). `None`: path style when `endpoint` is set
+    /// (local servers), virtual-hosted style for AWS.
+    pub path_style: Option<bool>,
+    /// How many times the client retries a failed request (throttling, 5xx, connection errors)
+    /// before returning the error.
+    pub max_retries: u32,
+    /// Time limit for one request attempt, in milliseconds.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for S3Config {
+    fn default() -> Self {
+        S3Config {
+            endpoint: None,
+            bucket: String::new(),
+            region: "us-east-1".to_owned(),
+            access_key: None,
+            secret_key: None,
+            allow_http: false,
+            prefix: String::new(),
+            path_style: None,
+            max_retries: 3,
+            request_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl S3Config {
+    /// A configuration for a local S3-compatible server: path style, plain HTTP allowed, static
+    /// credentials.
+    pub fn local_server(
+        endpoint: impl Into<String>,
+        bucket: impl Into<String>,
+        region: impl Into<String>,
+        access_key: impl Into<String>,
+        secret_key: impl Into<String>,
+    ) -> Self {
+        S3Config {
+            endpoint: Some(endpoint.into()),
+            bucket: bucket.into(),
+            region: region.into(),
+            access_key: Some(access_key.into()),
+            secret_key: Some(secret_key.into()),
+            allow_http: true,
+            path_style: Some(true),
+            ..S3Config::default()
+        }
+    }
+
+    /// The same configuration under another root prefix.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Whether requests use path-style addressing.
+    pub fn uses_path_style(&self) -> bool {
+        self.path_style.unwrap_or(self.endpoint.is_some())
+    }
+
+    /// The per-attempt request timeout.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+}
+
+impl fmt::Debug for S3Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Config")
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("access_key", &self.access_key)
+            .field(
+                "secret_key",
+                &self.secret_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("allow_http", &self.allow_http)
+            .field("prefix", &self.prefix)
+            .field("path_style", &self.path_style)
+            .field("max_retries", &self.max_retries)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_redacts_secret() {
+        let c = S3Config::local_server("http://h", "b", "us-east-1", "ak", "very-secret");
+        let s = format!("{c:?}");
+        assert!(!s.contains("very-secret"), "{s}");
+        assert!(s.contains("<redacted>"));
+        assert!(c.uses_path_style());
+    }
+}
