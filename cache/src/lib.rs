@@ -1,4 +1,103 @@
-//! Mink's read caches: the tail cache (moka) filled by the write path, and the block cache (foyer) of
-//! fixed-size pages of committed objects, with single-flight loads and growing readahead.
+//! Mink's read caches, which sit between a stream's readers and the object store.
 //!
-//! The crate is filled in by the cache issue; until then it holds nothing.
+//! - [`TailCache`]: the most recent batches of each stream, filled by the write path only
+//!   ([`TailCache::append`]), so a reader keeping up with a writer is served without entering the
+//!   engine. Bounded by a byte budget, least recently used first out; trimmed and dropped per stream.
+//! - [`BlockCache`]: fixed-size pages of committed objects in memory (and on disk when configured),
+//!   LRU with a TTL, loaded through a caller-supplied [`PageLoader`] with one load per page however many
+//!   readers wait on it; sequential readers get a growing readahead window ([`ReadaheadState`]).
+//! - [`IndexCache`]: parsed footers/indexes of committed objects, keyed by object id.
+//! - [`CacheMetrics`]: hit, miss and load counters of all of them.
+//!
+//! The crate knows nothing about object storage or the batch format: objects are ids and sizes, data is
+//! [`bytes::Bytes`], and loading is the caller's [`PageLoader`]. [`Caches`] opens all three from one
+//! [`CacheSettings`], sharing one set of counters.
+
+mod block;
+mod clock;
+mod error;
+mod metrics;
+mod settings;
+mod tail;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use crate::{
+    block::{BlockCache, BlockCacheBuilder, IndexCache, PageLoader, ReadaheadState, Weighted},
+    clock::{Clock, ManualClock, SystemClock},
+    error::{CacheError, LoadError},
+    metrics::CacheMetrics,
+    settings::{BlockCacheSettings, CacheSettings, ReadaheadSettings, TailCacheSettings},
+    tail::{CachedBatch, TailCache, TailRead},
+};
+
+// The loader and clock are held as trait objects: keep them object-safe.
+const _: () = {
+    fn _page_loader_is_object_safe(_: &dyn PageLoader) {}
+    fn _clock_is_object_safe(_: &dyn Clock) {}
+};
+
+/// The caches of one node, opened from one [`CacheSettings`] and sharing one set of counters.
+///
+/// `I` is what the index cache holds per object (default: the index bytes).
+#[derive(Debug)]
+pub struct Caches<I = Bytes> {
+    /// The tail cache.
+    pub tail: TailCache,
+    /// The block cache.
+    pub blocks: BlockCache,
+    /// The object index cache.
+    pub indexes: IndexCache<I>,
+    counters: Arc<metrics::Counters>,
+}
+
+impl<I: Clone + Send + Sync + 'static> Clone for Caches<I> {
+    fn clone(&self) -> Self {
+        Self {
+            tail: self.tail.clone(),
+            blocks: self.blocks.clone(),
+            indexes: self.indexes.clone(),
+            counters: Arc::clone(&self.counters),
+        }
+    }
+}
+
+impl<I> Caches<I>
+where
+    I: Weighted + Clone + Send + Sync + 'static,
+{
+    /// Opens the caches with the system clock.
+    pub async fn open(settings: &CacheSettings) -> Result<Self, CacheError> {
+        Self::open_with_clock(settings, Arc::new(SystemClock)).await
+    }
+
+    /// Opens the caches, measuring page ages with `clock`.
+    pub async fn open_with_clock(
+        settings: &CacheSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, CacheError> {
+        let counters = Arc::new(metrics::Counters::default());
+        let blocks = BlockCache::builder(settings.block.clone())
+            .readahead(settings.readahead.clone())
+            .clock(clock)
+            .counters(Arc::clone(&counters))
+            .build()
+            .await?;
+        Ok(Self {
+            tail: TailCache::with_counters(&settings.tail, Arc::clone(&counters)),
+            blocks,
+            indexes: IndexCache::with_counters(
+                settings.block.index_capacity_bytes,
+                Arc::clone(&counters),
+            ),
+            counters,
+        })
+    }
+
+    /// A snapshot of the counters of all three caches.
+    pub fn metrics(&self) -> CacheMetrics {
+        self.counters.snapshot()
+    }
+}
