@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -155,7 +155,11 @@ impl Metadata {
         };
         rebuild_index(kv.as_ref(), &index).await?;
         let follower = watch.map(|stream| {
-            tokio::spawn(follow_objects(Arc::clone(&kv), Arc::clone(&index), stream))
+            tokio::spawn(follow_objects(
+                Arc::downgrade(&kv),
+                Arc::clone(&index),
+                stream,
+            ))
         });
         let block = options.id_block_size;
         Ok(Metadata {
@@ -794,7 +798,8 @@ async fn rebuild_index(kv: &dyn MetaKv, index: &ObjectIndex) -> Result<()> {
 }
 
 /// Applies object changes from `stream` to `index`; on a lost watch, watches again and re-reads.
-async fn follow_objects(kv: Arc<dyn MetaKv>, index: Arc<ObjectIndex>, mut stream: WatchStream) {
+/// Holds the KV weakly, so dropping the last `Metadata` and KV handle closes the store.
+async fn follow_objects(kv: Weak<dyn MetaKv>, index: Arc<ObjectIndex>, mut stream: WatchStream) {
     let mut backoff = Duration::from_millis(50);
     loop {
         while let Some(event) = stream.next().await {
@@ -817,6 +822,7 @@ async fn follow_objects(kv: Arc<dyn MetaKv>, index: Arc<ObjectIndex>, mut stream
         loop {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(5));
+            let Some(kv) = kv.upgrade() else { return };
             let Ok(next) = kv.watch_prefix(keys::OBJECTS).await else {
                 continue;
             };
