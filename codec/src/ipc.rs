@@ -220,6 +220,7 @@ pub(crate) fn decode_rows(
         position: base + layout.body_start,
         source,
     };
+    check_buffer_widths(&rb, schema, base + layout.meta_start)?;
     RecordBatchDecoder::try_new(body, rb, Arc::clone(schema), &dictionaries, &version)
         .map_err(arrow)?
         .with_projection(projection)
@@ -242,6 +243,12 @@ pub(crate) fn check_schema_fields<'a>(
 fn check_type(name: &str, data_type: &DataType) -> Result<()> {
     match data_type {
         DataType::Dictionary(..) | DataType::Union(..) | DataType::RunEndEncoded(..) => {
+            Err(Error::UnsupportedType {
+                column: name.to_owned(),
+                data_type: data_type.clone(),
+            })
+        }
+        DataType::FixedSizeBinary(size) | DataType::FixedSizeList(_, size) if *size < 0 => {
             Err(Error::UnsupportedType {
                 column: name.to_owned(),
                 data_type: data_type.clone(),
@@ -282,4 +289,114 @@ pub(crate) fn write_message(
     out.resize(out.len() + padding, 0);
     out.extend_from_slice(body);
     Ok(())
+}
+
+/// Walks the schema alongside the message's buffer list, in IPC order, and checks that every
+/// fixed-width buffer (offsets, values) holds a whole number of elements. Arrow's validation reads such
+/// buffers as typed slices and panics on a ragged length instead of returning an error.
+fn check_buffer_widths(
+    rb: &arrow_ipc::RecordBatch<'_>,
+    schema: &SchemaRef,
+    position: usize,
+) -> Result<()> {
+    let mut walk = BufferWalk {
+        rb,
+        next: 0,
+        variadic: 0,
+        position,
+    };
+    for f in schema.fields() {
+        walk.field(f.data_type())?;
+    }
+    Ok(())
+}
+
+struct BufferWalk<'r, 'a> {
+    rb: &'r arrow_ipc::RecordBatch<'a>,
+    next: usize,
+    variadic: usize,
+    position: usize,
+}
+
+impl BufferWalk<'_, '_> {
+    fn invalid(&self, reason: String) -> Error {
+        Error::InvalidArrowMessage {
+            field: field::ARROW_METADATA,
+            position: self.position,
+            reason,
+        }
+    }
+
+    /// Takes the next buffer and checks its length is a multiple of `width`.
+    fn take(&mut self, width: usize, data_type: &DataType) -> Result<()> {
+        let index = self.next;
+        let length = self
+            .rb
+            .buffers()
+            .filter(|b| index < b.len())
+            .map(|b| b.get(index).length())
+            .ok_or_else(|| {
+                self.invalid(format!(
+                    "too few buffers for the schema: column of type {data_type} needs buffer {index}"
+                ))
+            })?;
+        self.next += 1;
+        let ragged = u64::try_from(length)
+            .ok()
+            .zip(u64::try_from(width).ok())
+            .is_none_or(|(l, w)| w > 1 && l % w != 0);
+        if ragged {
+            return Err(self.invalid(format!(
+                "buffer {index} of a {data_type} column is {length} bytes, not a multiple of {width}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn field(&mut self, data_type: &DataType) -> Result<()> {
+        if matches!(data_type, DataType::Null) {
+            return Ok(());
+        }
+        self.take(1, data_type)?; // validity bitmap
+        match data_type {
+            DataType::FixedSizeBinary(_) => self.take(1, data_type)?,
+            DataType::Utf8View | DataType::BinaryView => {
+                self.take(16, data_type)?;
+                let index = self.variadic;
+                let count = self
+                    .rb
+                    .variadicBufferCounts()
+                    .filter(|c| index < c.len())
+                    .map(|c| c.get(index))
+                    .ok_or_else(|| {
+                        self.invalid(format!(
+                            "missing variadic buffer count for a {data_type} column"
+                        ))
+                    })?;
+                self.variadic += 1;
+                for _ in 0..count {
+                    self.take(1, data_type)?;
+                }
+            }
+            _ => {
+                for spec in arrow_data::layout(data_type).buffers {
+                    let width = match spec {
+                        arrow_data::BufferSpec::FixedWidth { byte_width, .. } => byte_width,
+                        _ => 1,
+                    };
+                    self.take(width, data_type)?;
+                }
+            }
+        }
+        match data_type {
+            DataType::List(f)
+            | DataType::LargeList(f)
+            | DataType::ListView(f)
+            | DataType::LargeListView(f)
+            | DataType::FixedSizeList(f, _)
+            | DataType::Map(f, _) => self.field(f.data_type()),
+            DataType::Struct(fields) => fields.iter().try_for_each(|f| self.field(f.data_type())),
+            _ => Ok(()),
+        }
+    }
 }

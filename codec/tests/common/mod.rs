@@ -185,7 +185,8 @@ pub(crate) fn change_type() -> impl Strategy<Value = ChangeType> {
 }
 
 /// A fixed schema used by error tests and the mutation fuzzer: ints, float, bool, string, binary, list,
-/// nullable and not.
+/// nullable and not. Same column types as the `decode` fuzz target's schema, so its crash inputs replay
+/// here.
 pub(crate) fn fixed_columns() -> Vec<(Kind, bool)> {
     vec![
         (Kind::Int64, false),
@@ -194,6 +195,6 @@ pub(crate) fn fixed_columns() -> Vec<(Kind, bool)> {
         (Kind::Bool, false),
         (Kind::Utf8, true),
         (Kind::Binary, false),
-        (Kind::ListInt32, true),
+        (Kind::ListUtf8, true),
     ]
 }
