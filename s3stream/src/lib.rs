@@ -5,5 +5,6 @@
 
 mod duration_ms;
 pub mod log_cache;
+pub mod object;
 pub mod storage;
 pub mod wal;

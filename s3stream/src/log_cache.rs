@@ -1,0 +1,178 @@
+//! The log cache: every batch of a stream that is not yet in a committed object, in memory.
+//!
+//! The write path inserts each batch at append time (before it is durable, so that log-end
+//! reads see it); readers of recent data are served from here; the compactor drains it into
+//! stream-set and stream objects and then removes what it committed. Each entry holds a
+//! back-pressure permit for its bytes, released when the entry is removed, so the bytes not yet
+//! compacted on a node are bounded by the engine's `max_uncompacted_bytes`.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// A batch as streams hand it out: its offsets and its opaque bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamBatch {
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// Offsets the batch covers.
+    pub count: u32,
+    /// The batch bytes.
+    pub payload: Bytes,
+}
+
+impl StreamBatch {
+    /// The offset after the batch.
+    pub fn end_offset(&self) -> u64 {
+        self.base_offset + u64::from(self.count)
+    }
+}
+
+struct Entry {
+    count: u32,
+    payload: Bytes,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// One stream's uncommitted batches, keyed by base offset; contiguous by construction.
+#[derive(Default)]
+pub struct LogCache {
+    entries: BTreeMap<u64, Entry>,
+    bytes: usize,
+}
+
+impl LogCache {
+    /// Adds a batch at the end. The caller (the stream, under its sequencing lock) guarantees
+    /// contiguity.
+    pub fn push(&mut self, batch: StreamBatch, permit: Option<OwnedSemaphorePermit>) {
+        self.bytes += batch.payload.len();
+        self.entries.insert(
+            batch.base_offset,
+            Entry {
+                count: batch.count,
+                payload: batch.payload,
+                _permit: permit,
+            },
+        );
+    }
+
+    /// Batches from the one holding `from` up to `to` (exclusive bound on base offsets), at
+    /// most `max_bytes` of payload but always at least one batch. `None` when `from` is not in
+    /// the cache (below its first batch, or already removed).
+    pub fn read(&self, from: u64, to: u64, max_bytes: usize) -> Option<Vec<StreamBatch>> {
+        let (&first, entry) = self.entries.range(..=from).next_back()?;
+        if first + u64::from(entry.count) <= from {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        for (&base, entry) in self.entries.range(first..to) {
+            if !out.is_empty() && bytes + entry.payload.len() > max_bytes {
+                break;
+            }
+            bytes += entry.payload.len();
+            out.push(StreamBatch {
+                base_offset: base,
+                count: entry.count,
+                payload: entry.payload.clone(),
+            });
+        }
+        Some(out)
+    }
+
+    /// Every batch whose end is at most `to`, for the compactor.
+    pub fn up_to(&self, to: u64) -> Vec<StreamBatch> {
+        self.entries
+            .iter()
+            .take_while(|(base, entry)| **base + u64::from(entry.count) <= to)
+            .map(|(&base, entry)| StreamBatch {
+                base_offset: base,
+                count: entry.count,
+                payload: entry.payload.clone(),
+            })
+            .collect()
+    }
+
+    /// Drops every batch that ends at or below `offset` (committed into objects, or trimmed).
+    pub fn remove_below(&mut self, offset: u64) {
+        while let Some(entry) = self.entries.first_entry() {
+            if *entry.key() + u64::from(entry.get().count) > offset {
+                break;
+            }
+            self.bytes -= entry.get().payload.len();
+            entry.remove();
+        }
+    }
+
+    /// Drops every batch at or above `offset` (appends that failed to become durable).
+    pub fn remove_from(&mut self, offset: u64) {
+        let removed = self.entries.split_off(&offset);
+        self.bytes -= removed.values().map(|e| e.payload.len()).sum::<usize>();
+    }
+
+    /// Payload bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(base: u64, count: u32, len: usize) -> StreamBatch {
+        StreamBatch {
+            base_offset: base,
+            count,
+            payload: Bytes::from(vec![base as u8; len]),
+        }
+    }
+
+    fn filled() -> LogCache {
+        let mut cache = LogCache::default();
+        cache.push(batch(10, 5, 100), None);
+        cache.push(batch(15, 1, 100), None);
+        cache.push(batch(16, 4, 100), None);
+        cache
+    }
+
+    #[test]
+    fn reads_start_at_the_batch_holding_the_offset() {
+        let cache = filled();
+        let got = cache.read(12, 100, usize::MAX).unwrap();
+        assert_eq!(
+            got.iter().map(|b| b.base_offset).collect::<Vec<_>>(),
+            [10, 15, 16]
+        );
+        let got = cache.read(15, 16, usize::MAX).unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(cache.read(9, 100, usize::MAX).is_none());
+        assert!(cache.read(20, 100, usize::MAX).is_none());
+    }
+
+    #[test]
+    fn max_bytes_bounds_but_never_starves() {
+        let cache = filled();
+        assert_eq!(cache.read(10, 100, 1).unwrap().len(), 1);
+        assert_eq!(cache.read(10, 100, 200).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn removal_keeps_the_byte_count() {
+        let mut cache = filled();
+        assert_eq!(cache.bytes(), 300);
+        assert_eq!(cache.up_to(16).len(), 2);
+        cache.remove_below(16);
+        assert_eq!(cache.bytes(), 100);
+        assert!(cache.read(15, 100, usize::MAX).is_none());
+        cache.remove_from(16);
+        assert!(cache.is_empty());
+        assert_eq!(cache.bytes(), 0);
+    }
+}

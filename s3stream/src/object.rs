@@ -1,0 +1,547 @@
+//! The committed-object format, version 1, shared by stream-set objects (many streams) and
+//! stream objects (one stream). The compactor writes them; the read path reads them through the
+//! metadata's object index, never by listing. All integers are little-endian.
+//!
+//! An object is a sequence of data blocks, then an index, then a fixed footer:
+//!
+//! ```text
+//! [block 0][block 1]...[block n-1][index][footer]
+//! ```
+//!
+//! A data block holds consecutive batches of one stream, at most about `block_bytes` (a batch is
+//! never split). Block header (32 bytes), then its batches:
+//!
+//! | position | size | field | meaning |
+//! |---|---|---|---|
+//! | 0 | 8 | stream_id | the stream |
+//! | 8 | 8 | start_offset | base offset of the first batch |
+//! | 16 | 8 | end_offset | offset after the last batch |
+//! | 24 | 4 | body_len | bytes of batch frames that follow |
+//! | 28 | 4 | crc | CRC32C of bytes 0..28, then of the body |
+//!
+//! Each batch frame: base_offset u64, count u32, len u32, then `len` bytes of the batch (opaque).
+//!
+//! Index: one 40-byte entry per block, in object order (sorted by stream, then offset):
+//!
+//! | position | size | field |
+//! |---|---|---|
+//! | 0 | 8 | stream_id |
+//! | 8 | 8 | start_offset |
+//! | 16 | 8 | end_offset |
+//! | 24 | 8 | position of the block in the object |
+//! | 32 | 4 | len of the block (header included) |
+//! | 36 | 4 | batch_count |
+//!
+//! Footer (24 bytes, the last bytes of the object):
+//!
+//! | position | size | field | meaning |
+//! |---|---|---|---|
+//! | 0 | 8 | index_position | where the index starts |
+//! | 8 | 4 | index_len | bytes of index (a multiple of 40) |
+//! | 12 | 4 | index_crc | CRC32C of the index |
+//! | 16 | 2 | version | 1 |
+//! | 18 | 2 | reserved | 0 |
+//! | 20 | 4 | magic | `MKOB` |
+//!
+//! Decoding never panics: every length and position is checked against the bytes at hand.
+
+use std::ops::Range;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::log_cache::StreamBatch;
+
+/// Last bytes of every committed object.
+pub const OBJECT_MAGIC: [u8; 4] = *b"MKOB";
+/// The version this module writes and reads.
+pub const OBJECT_VERSION: u16 = 1;
+/// Bytes of the footer.
+pub const FOOTER_LEN: usize = 24;
+/// Bytes of an index entry.
+pub const INDEX_ENTRY_LEN: usize = 40;
+/// Bytes of a block header.
+pub const BLOCK_HEADER_LEN: usize = 32;
+/// Bytes of a batch frame header.
+pub const FRAME_HEADER_LEN: usize = 16;
+
+/// Why a committed object (or part of it) could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObjectFormatError {
+    /// The bytes ended inside a field.
+    #[error(
+        "object truncated in {field} at byte {position}: needed {needed} bytes, {available} left"
+    )]
+    Truncated {
+        /// The field being read.
+        field: &'static str,
+        /// Byte position in the part being decoded.
+        position: usize,
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes left.
+        available: usize,
+    },
+    /// The footer does not end with [`OBJECT_MAGIC`].
+    #[error("not a committed object: footer magic {found:02x?}, expected {OBJECT_MAGIC:02x?}")]
+    BadMagic {
+        /// The last four bytes.
+        found: [u8; 4],
+    },
+    /// Written by a version this build does not read.
+    #[error(
+        "committed object version {found} is not supported (this build reads {OBJECT_VERSION})"
+    )]
+    UnsupportedVersion {
+        /// The version found.
+        found: u16,
+    },
+    /// A checksum did not match.
+    #[error(
+        "checksum mismatch in {field} at byte {position}: stored {stored:#010x}, computed {computed:#010x}"
+    )]
+    CrcMismatch {
+        /// The index or block whose checksum failed.
+        field: &'static str,
+        /// Byte position of it.
+        position: u64,
+        /// The stored checksum.
+        stored: u32,
+        /// The checksum of the bytes read.
+        computed: u32,
+    },
+    /// The footer or index points outside the object, or a block disagrees with its entry.
+    #[error("inconsistent object: {0}")]
+    Inconsistent(String),
+}
+
+/// One index entry: where a block of one stream's batches lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockEntry {
+    /// The stream.
+    pub stream_id: u64,
+    /// Base offset of the block's first batch.
+    pub start_offset: u64,
+    /// Offset after its last batch.
+    pub end_offset: u64,
+    /// Byte position of the block in the object.
+    pub position: u64,
+    /// Bytes of the block, header included.
+    pub len: u32,
+    /// Batches in the block.
+    pub batch_count: u32,
+}
+
+impl BlockEntry {
+    /// The block's bytes in the object.
+    pub fn range(&self) -> Range<u64> {
+        self.position..self.position + u64::from(self.len)
+    }
+}
+
+/// Writes one committed object. Streams must be added in increasing id order, each stream's
+/// batches contiguous and in offset order.
+#[derive(Debug)]
+pub struct ObjectBuilder {
+    buf: BytesMut,
+    index: Vec<BlockEntry>,
+    block_bytes: usize,
+}
+
+/// The span of one stream in a finished object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamSpan {
+    /// The stream.
+    pub stream_id: u64,
+    /// First offset held.
+    pub start_offset: u64,
+    /// Offset after the last one held.
+    pub end_offset: u64,
+    /// Byte position of the stream's first block.
+    pub position: u64,
+    /// Bytes of the stream's blocks.
+    pub len: u64,
+}
+
+impl ObjectBuilder {
+    /// A builder cutting blocks at about `block_bytes`.
+    pub fn new(block_bytes: usize) -> Self {
+        ObjectBuilder {
+            buf: BytesMut::new(),
+            index: Vec::new(),
+            block_bytes: block_bytes.max(1),
+        }
+    }
+
+    /// Adds a stream's batches (contiguous, in order) as one or more blocks.
+    pub fn add_stream(&mut self, stream_id: u64, batches: &[StreamBatch]) {
+        let mut rest = batches;
+        while !rest.is_empty() {
+            let mut take = 0;
+            let mut bytes = 0;
+            for batch in rest {
+                if take > 0 && bytes + FRAME_HEADER_LEN + batch.payload.len() > self.block_bytes {
+                    break;
+                }
+                bytes += FRAME_HEADER_LEN + batch.payload.len();
+                take += 1;
+            }
+            let (block, tail) = rest.split_at(take);
+            self.add_block(stream_id, block, bytes);
+            rest = tail;
+        }
+    }
+
+    fn add_block(&mut self, stream_id: u64, batches: &[StreamBatch], body_len: usize) {
+        let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
+            return;
+        };
+        let position = self.buf.len();
+        self.buf.reserve(BLOCK_HEADER_LEN + body_len);
+        self.buf.put_u64_le(stream_id);
+        self.buf.put_u64_le(first.base_offset);
+        self.buf.put_u64_le(last.end_offset());
+        self.buf
+            .put_u32_le(u32::try_from(body_len).unwrap_or(u32::MAX));
+        let header_crc = crc32c::crc32c(&self.buf[position..position + 28]);
+        self.buf.put_u32_le(0);
+        let body_start = self.buf.len();
+        for batch in batches {
+            self.buf.put_u64_le(batch.base_offset);
+            self.buf.put_u32_le(batch.count);
+            self.buf
+                .put_u32_le(u32::try_from(batch.payload.len()).unwrap_or(u32::MAX));
+            self.buf.put_slice(&batch.payload);
+        }
+        let crc = crc32c::crc32c_append(header_crc, &self.buf[body_start..]);
+        self.buf[position + 28..position + 32].copy_from_slice(&crc.to_le_bytes());
+        self.index.push(BlockEntry {
+            stream_id,
+            start_offset: first.base_offset,
+            end_offset: last.end_offset(),
+            position: position as u64,
+            len: u32::try_from(self.buf.len() - position).unwrap_or(u32::MAX),
+            batch_count: u32::try_from(batches.len()).unwrap_or(u32::MAX),
+        });
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Bytes of blocks so far.
+    pub fn data_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Finishes the object: its bytes and the span of each stream, in stream order.
+    pub fn finish(mut self) -> (Bytes, Vec<StreamSpan>) {
+        let mut spans: Vec<StreamSpan> = Vec::new();
+        for entry in &self.index {
+            match spans.last_mut() {
+                Some(span) if span.stream_id == entry.stream_id => {
+                    span.end_offset = entry.end_offset;
+                    span.len += u64::from(entry.len);
+                }
+                _ => spans.push(StreamSpan {
+                    stream_id: entry.stream_id,
+                    start_offset: entry.start_offset,
+                    end_offset: entry.end_offset,
+                    position: entry.position,
+                    len: u64::from(entry.len),
+                }),
+            }
+        }
+        let index_position = self.buf.len() as u64;
+        let index_start = self.buf.len();
+        for entry in &self.index {
+            self.buf.put_u64_le(entry.stream_id);
+            self.buf.put_u64_le(entry.start_offset);
+            self.buf.put_u64_le(entry.end_offset);
+            self.buf.put_u64_le(entry.position);
+            self.buf.put_u32_le(entry.len);
+            self.buf.put_u32_le(entry.batch_count);
+        }
+        let index_len = self.buf.len() - index_start;
+        let index_crc = crc32c::crc32c(&self.buf[index_start..]);
+        self.buf.put_u64_le(index_position);
+        self.buf
+            .put_u32_le(u32::try_from(index_len).unwrap_or(u32::MAX));
+        self.buf.put_u32_le(index_crc);
+        self.buf.put_u16_le(OBJECT_VERSION);
+        self.buf.put_u16_le(0);
+        self.buf.put_slice(&OBJECT_MAGIC);
+        (self.buf.freeze(), spans)
+    }
+}
+
+/// The footer of an object of `object_size` bytes, from its last [`FOOTER_LEN`] bytes: the
+/// byte range of the index.
+pub fn decode_footer(footer: &[u8], object_size: u64) -> Result<Range<u64>, ObjectFormatError> {
+    let footer = take(footer, 0, FOOTER_LEN, "footer")?;
+    let magic = [footer[20], footer[21], footer[22], footer[23]];
+    if magic != OBJECT_MAGIC {
+        return Err(ObjectFormatError::BadMagic { found: magic });
+    }
+    let version = u16::from_le_bytes([footer[16], footer[17]]);
+    if version != OBJECT_VERSION {
+        return Err(ObjectFormatError::UnsupportedVersion { found: version });
+    }
+    if footer[18..20] != [0, 0] {
+        return Err(ObjectFormatError::Inconsistent(
+            "reserved footer bytes are not zero".to_owned(),
+        ));
+    }
+    let position = u64_at(footer, 0);
+    let len = u64::from(u32_at(footer, 8));
+    let end = position.checked_add(len);
+    if end != object_size.checked_sub(FOOTER_LEN as u64) || len % INDEX_ENTRY_LEN as u64 != 0 {
+        return Err(ObjectFormatError::Inconsistent(format!(
+            "index at {position}+{len} does not end at the footer of a {object_size}-byte object"
+        )));
+    }
+    Ok(position..position + len)
+}
+
+/// The index CRC stored in a footer.
+pub fn footer_index_crc(footer: &[u8]) -> Result<u32, ObjectFormatError> {
+    Ok(u32_at(take(footer, 0, FOOTER_LEN, "footer")?, 12))
+}
+
+/// Decodes an index (the bytes the footer points at), checking its CRC and that every block
+/// lies before `index_position`.
+pub fn decode_index(
+    index: &[u8],
+    stored_crc: u32,
+    index_position: u64,
+) -> Result<Vec<BlockEntry>, ObjectFormatError> {
+    let computed = crc32c::crc32c(index);
+    if computed != stored_crc {
+        return Err(ObjectFormatError::CrcMismatch {
+            field: "index",
+            position: index_position,
+            stored: stored_crc,
+            computed,
+        });
+    }
+    let mut entries = Vec::with_capacity(index.len() / INDEX_ENTRY_LEN);
+    for chunk in index.chunks(INDEX_ENTRY_LEN) {
+        let e = take(chunk, 0, INDEX_ENTRY_LEN, "index entry")?;
+        let entry = BlockEntry {
+            stream_id: u64_at(e, 0),
+            start_offset: u64_at(e, 8),
+            end_offset: u64_at(e, 16),
+            position: u64_at(e, 24),
+            len: u32_at(e, 32),
+            batch_count: u32_at(e, 36),
+        };
+        let fits = entry
+            .position
+            .checked_add(u64::from(entry.len))
+            .is_some_and(|end| end <= index_position);
+        if !fits || entry.start_offset >= entry.end_offset || entry.len < BLOCK_HEADER_LEN as u32 {
+            return Err(ObjectFormatError::Inconsistent(format!(
+                "index entry {entry:?} is out of bounds or empty"
+            )));
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// Decodes one block (its bytes as read from `entry.range()`), checking its CRC and that it
+/// agrees with its index entry.
+pub fn decode_block(
+    block: &Bytes,
+    entry: &BlockEntry,
+) -> Result<Vec<StreamBatch>, ObjectFormatError> {
+    let header = take(block, 0, BLOCK_HEADER_LEN, "block header")?;
+    let body_len = u32_at(header, 24) as usize;
+    let stored = u32_at(header, 28);
+    let body = take(block, BLOCK_HEADER_LEN, body_len, "block body")?;
+    let computed = crc32c::crc32c_append(crc32c::crc32c(&header[..28]), body);
+    if stored != computed {
+        return Err(ObjectFormatError::CrcMismatch {
+            field: "block",
+            position: entry.position,
+            stored,
+            computed,
+        });
+    }
+    let (stream_id, start, end) = (u64_at(header, 0), u64_at(header, 8), u64_at(header, 16));
+    if stream_id != entry.stream_id || start != entry.start_offset || end != entry.end_offset {
+        return Err(ObjectFormatError::Inconsistent(format!(
+            "block at {} holds stream {stream_id} [{start}, {end}), its index entry says {entry:?}",
+            entry.position
+        )));
+    }
+    let mut batches = Vec::with_capacity(entry.batch_count as usize);
+    let mut position = BLOCK_HEADER_LEN;
+    let mut expected = start;
+    while position < BLOCK_HEADER_LEN + body_len {
+        let frame = take(block, position, FRAME_HEADER_LEN, "batch frame")?;
+        let base_offset = u64_at(frame, 0);
+        let count = u32_at(frame, 8);
+        let len = u32_at(frame, 12) as usize;
+        let payload_start = position + FRAME_HEADER_LEN;
+        take(block, payload_start, len, "batch payload")?;
+        if base_offset != expected || count == 0 {
+            return Err(ObjectFormatError::Inconsistent(format!(
+                "batch at byte {position} of block {} starts at offset {base_offset} with {count} \
+                 records; expected offset {expected}",
+                entry.position
+            )));
+        }
+        expected = base_offset + u64::from(count);
+        batches.push(StreamBatch {
+            base_offset,
+            count,
+            payload: block.slice(payload_start..payload_start + len),
+        });
+        position = payload_start + len;
+    }
+    if expected != end || position != BLOCK_HEADER_LEN + body_len {
+        return Err(ObjectFormatError::Inconsistent(format!(
+            "block at {} ends at offset {expected}, header says {end}",
+            entry.position
+        )));
+    }
+    Ok(batches)
+}
+
+fn take<'a>(
+    bytes: &'a [u8],
+    position: usize,
+    len: usize,
+    field: &'static str,
+) -> Result<&'a [u8], ObjectFormatError> {
+    bytes
+        .get(position..)
+        .and_then(|rest| rest.get(..len))
+        .ok_or(ObjectFormatError::Truncated {
+            field,
+            position,
+            needed: len,
+            available: bytes.len().saturating_sub(position),
+        })
+}
+
+// Callers pass slices whose length `take` has checked.
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(word)
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batches(stream: u64, from: u64, n: u64, len: usize) -> Vec<StreamBatch> {
+        (0..n)
+            .map(|i| StreamBatch {
+                base_offset: from + i * 2,
+                count: 2,
+                payload: Bytes::from(vec![(stream + i) as u8; len]),
+            })
+            .collect()
+    }
+
+    fn parse(object: &Bytes) -> Vec<(BlockEntry, Vec<StreamBatch>)> {
+        let size = object.len() as u64;
+        let footer = &object[object.len() - FOOTER_LEN..];
+        let index_range = decode_footer(footer, size).unwrap();
+        let index = &object[index_range.start as usize..index_range.end as usize];
+        let entries =
+            decode_index(index, footer_index_crc(footer).unwrap(), index_range.start).unwrap();
+        entries
+            .into_iter()
+            .map(|e| {
+                let block = object.slice(e.position as usize..e.range().end as usize);
+                (e, decode_block(&block, &e).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn round_trip_with_block_splitting() {
+        let a = batches(1, 10, 50, 100);
+        let b = batches(2, 0, 3, 10);
+        let mut builder = ObjectBuilder::new(1000);
+        builder.add_stream(1, &a);
+        builder.add_stream(2, &b);
+        let (object, spans) = builder.finish();
+        assert_eq!(spans.len(), 2);
+        assert_eq!((spans[0].start_offset, spans[0].end_offset), (10, 110));
+        assert_eq!((spans[1].start_offset, spans[1].end_offset), (0, 6));
+        let parsed = parse(&object);
+        assert!(parsed.len() > 2, "stream 1 is cut into several blocks");
+        let back: Vec<StreamBatch> = parsed
+            .iter()
+            .filter(|(e, _)| e.stream_id == 1)
+            .flat_map(|(_, b)| b.clone())
+            .collect();
+        assert_eq!(back, a);
+        let span_bytes: u64 = parsed
+            .iter()
+            .filter(|(e, _)| e.stream_id == 1)
+            .map(|(e, _)| u64::from(e.len))
+            .sum();
+        assert_eq!(span_bytes, spans[0].len);
+    }
+
+    #[test]
+    fn corruption_is_detected_everywhere() {
+        let mut builder = ObjectBuilder::new(64);
+        builder.add_stream(1, &batches(1, 0, 4, 20));
+        let (object, _) = builder.finish();
+        for at in 0..object.len() {
+            let mut bytes = object.to_vec();
+            bytes[at] ^= 0x41;
+            let bytes = Bytes::from(bytes);
+            let size = bytes.len() as u64;
+            let footer = &bytes[bytes.len() - FOOTER_LEN..];
+            let result = decode_footer(footer, size).and_then(|r| {
+                let index = bytes
+                    .get(r.start as usize..r.end as usize)
+                    .ok_or_else(|| ObjectFormatError::Inconsistent("index".into()))?;
+                let entries = decode_index(index, footer_index_crc(footer)?, r.start)?;
+                for e in &entries {
+                    let block = bytes.slice(e.position as usize..e.range().end as usize);
+                    decode_block(&block, e)?;
+                }
+                Ok(())
+            });
+            assert!(result.is_err(), "flipped byte {at} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn truncated_parts_are_errors() {
+        let mut builder = ObjectBuilder::new(1 << 20);
+        builder.add_stream(3, &batches(3, 0, 2, 10));
+        let (object, _) = builder.finish();
+        let entries = {
+            let footer = &object[object.len() - FOOTER_LEN..];
+            let r = decode_footer(footer, object.len() as u64).unwrap();
+            decode_index(
+                &object[r.start as usize..r.end as usize],
+                footer_index_crc(footer).unwrap(),
+                r.start,
+            )
+            .unwrap()
+        };
+        let entry = entries[0];
+        for len in 0..entry.len as usize {
+            assert!(decode_block(&object.slice(..len), &entry).is_err());
+        }
+        assert!(decode_footer(&object[..10], object.len() as u64).is_err());
+    }
+}

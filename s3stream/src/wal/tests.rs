@@ -1,0 +1,296 @@
+//! Tests of the WAL writer and replay against in-memory storage with counting, latency and
+//! fault-injecting wrappers.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::replay::replay;
+use super::*;
+use crate::storage::{
+    CountingStorage, FaultKind, FaultyStorage, LatencyDistribution, LatencyProfile, LatencyStorage,
+    ObjectStorage, ObjectStoreBackend, StorageOp,
+};
+
+const PREFIX: &str = "wal/node-a/";
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Hands out blocks of `block` ids after the first block, counting reservations.
+struct Blocks {
+    next: AtomicU64,
+    block: u64,
+    calls: AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl WalIdSource for Blocks {
+    async fn reserve(&self) -> Result<Range<u64>, WalIdError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let start = self.next.fetch_add(self.block, Ordering::Relaxed);
+        Ok(start..start + self.block)
+    }
+}
+
+fn blocks(after: u64, block: u64) -> Arc<Blocks> {
+    Arc::new(Blocks {
+        next: AtomicU64::new(after),
+        block,
+        calls: AtomicU64::new(0),
+    })
+}
+
+fn record(stream_id: u64, base_offset: u64, len: usize) -> WalRecord {
+    WalRecord {
+        stream_id,
+        epoch: 1,
+        base_offset,
+        count: 1,
+        payload: Bytes::from(vec![(base_offset % 251) as u8; len]),
+    }
+}
+
+fn writer(storage: Arc<dyn ObjectStorage>, settings: WalSettings) -> WalWriter {
+    WalWriter::new(storage, PREFIX, 0..1000, blocks(1000, 1000), settings)
+}
+
+/// Submits a record and returns a receiver of its outcome.
+fn submit(wal: &WalWriter, record: WalRecord) -> oneshot::Receiver<Result<(), WalError>> {
+    let (tx, rx) = oneshot::channel();
+    wal.submit(
+        record,
+        Box::new(move |outcome| {
+            let _ = tx.send(outcome);
+        }),
+    )
+    .expect("the WAL accepts the record");
+    rx
+}
+
+async fn outcome(rx: oneshot::Receiver<Result<(), WalError>>) -> Result<(), WalError> {
+    tokio::time::timeout(TIMEOUT, rx)
+        .await
+        .expect("the append is acknowledged in time")
+        .expect("the acknowledgement is sent")
+}
+
+fn memory() -> Arc<dyn ObjectStorage> {
+    Arc::new(ObjectStoreBackend::memory())
+}
+
+#[tokio::test]
+async fn an_idle_append_costs_exactly_one_put() {
+    let counting = Arc::new(CountingStorage::new(memory()));
+    let wal = writer(counting.clone(), WalSettings::default());
+    for offset in 0..5 {
+        outcome(submit(&wal, record(1, offset, 100))).await.unwrap();
+        assert_eq!(
+            counting.counts().puts,
+            offset + 1,
+            "one PUT per idle append"
+        );
+    }
+    assert_eq!(wal.metrics().records_acked.load(Ordering::Relaxed), 5);
+}
+
+#[tokio::test]
+async fn appends_under_load_group_and_are_acknowledged_in_submission_order() {
+    // Slow PUTs and two slots: appends pile up behind them and go out together.
+    let slow = Arc::new(LatencyStorage::new(
+        memory(),
+        LatencyProfile::none().with_put(LatencyDistribution::from_p50_p99(
+            Duration::from_millis(5),
+            Duration::from_millis(40),
+        )),
+        7,
+    ));
+    let counting = Arc::new(CountingStorage::new(slow));
+    let wal = writer(
+        counting.clone(),
+        WalSettings {
+            max_inflight_puts: 2,
+            ..WalSettings::default()
+        },
+    );
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut receivers = Vec::new();
+    for i in 0..500u64 {
+        let (tx, rx) = oneshot::channel();
+        let order = order.clone();
+        wal.submit(
+            record(i % 10, i, 64),
+            Box::new(move |outcome| {
+                order.lock().unwrap().push(i);
+                let _ = tx.send(outcome);
+            }),
+        )
+        .unwrap();
+        receivers.push(rx);
+        if i % 50 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    for rx in receivers {
+        outcome(rx).await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..500).collect::<Vec<_>>());
+    let puts = counting.counts().puts;
+    assert!(puts < 50, "500 appends behind slow PUTs took {puts} PUTs");
+
+    // Everything is in the WAL, in submission order.
+    let replayed = replay(&(counting as Arc<dyn ObjectStorage>), PREFIX, &[0..1000])
+        .await
+        .unwrap();
+    let offsets: Vec<u64> = replayed
+        .objects
+        .iter()
+        .flat_map(|o| o.records.iter().map(|r| r.base_offset))
+        .collect();
+    assert_eq!(offsets, (0..500).collect::<Vec<_>>());
+    assert_eq!(replayed.ended_at, Some(puts));
+}
+
+#[tokio::test]
+async fn a_large_group_is_split_at_max_object_bytes() {
+    let counting = Arc::new(CountingStorage::new(memory()));
+    let faulty = Arc::new(FaultyStorage::new(counting.clone(), 1));
+    faulty.set_put_delay(Duration::from_millis(50));
+    let wal = writer(
+        faulty,
+        WalSettings {
+            max_inflight_puts: 1,
+            max_object_bytes: 10_000,
+            ..WalSettings::default()
+        },
+    );
+    let receivers: Vec<_> = (0..40).map(|i| submit(&wal, record(1, i, 1000))).collect();
+    for rx in receivers {
+        outcome(rx).await.unwrap();
+    }
+    let counts = counting.counts();
+    // The first append goes alone; the other 39 (about 40 KB) wait and are cut at 10 KB.
+    assert!(
+        (4..=8).contains(&counts.puts),
+        "{} PUTs for 40 KB in 10 KB objects",
+        counts.puts
+    );
+}
+
+#[tokio::test]
+async fn a_retried_put_still_acknowledges() {
+    let faulty = Arc::new(FaultyStorage::new(memory(), 3));
+    faulty.fail_next_op(StorageOp::Put, 3, FaultKind::Throttled);
+    let wal = writer(faulty.clone(), WalSettings::default());
+    outcome(submit(&wal, record(1, 0, 10))).await.unwrap();
+    assert_eq!(wal.metrics().put_retries.load(Ordering::Relaxed), 3);
+    assert!(wal.failure().is_none());
+}
+
+#[tokio::test]
+async fn a_failed_put_fails_it_and_everything_after_it_but_not_before() {
+    let faulty = Arc::new(FaultyStorage::new(memory(), 5));
+    let wal = writer(
+        faulty.clone(),
+        WalSettings {
+            retry_deadline: Duration::from_millis(100),
+            retry_initial_backoff: Duration::from_millis(5),
+            ..WalSettings::default()
+        },
+    );
+    outcome(submit(&wal, record(1, 0, 10))).await.unwrap();
+    faulty.set_failure_rate(StorageOp::Put, 1.0, FaultKind::Unavailable);
+    let failed = submit(&wal, record(1, 1, 10));
+    let after = submit(&wal, record(2, 0, 10));
+    assert!(matches!(
+        outcome(failed).await,
+        Err(WalError::PutFailed { .. })
+    ));
+    assert!(outcome(after).await.is_err());
+    faulty.clear();
+    // Refused from now on: the engine must be reopened.
+    let refused = wal.submit(record(1, 2, 10), Box::new(|_| {}));
+    assert!(matches!(refused, Err(WalError::Failed { .. })));
+    assert!(wal.failure().is_some());
+}
+
+#[tokio::test]
+async fn ids_are_taken_in_order_across_reserved_blocks() {
+    let counting = Arc::new(CountingStorage::new(memory()));
+    let source = blocks(100, 3);
+    let wal = WalWriter::new(
+        counting.clone(),
+        PREFIX,
+        0..2,
+        source.clone(),
+        WalSettings {
+            max_inflight_puts: 1,
+            ..WalSettings::default()
+        },
+    );
+    for offset in 0..10 {
+        outcome(submit(&wal, record(1, offset, 10))).await.unwrap();
+    }
+    assert!(source.calls.load(Ordering::Relaxed) >= 3);
+    let keys: Vec<String> = counting
+        .list(PREFIX)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.key)
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+    assert_eq!(keys.len(), 10);
+    assert!(keys[0].ends_with(&format!("{:016x}", 0)));
+    assert!(keys[2].ends_with(&format!("{:016x}", 100)));
+}
+
+#[tokio::test]
+async fn replay_stops_at_the_first_missing_object() {
+    let storage = memory();
+    let wal = writer(storage.clone(), WalSettings::default());
+    for offset in 0..6 {
+        outcome(submit(&wal, record(1, offset, 10))).await.unwrap();
+    }
+    storage
+        .delete(&WalWriter::object_key(PREFIX, 3))
+        .await
+        .unwrap();
+    let replayed = replay(&storage, PREFIX, &[0..1000]).await.unwrap();
+    assert_eq!(replayed.objects.len(), 3);
+    assert_eq!(replayed.ended_at, Some(3));
+}
+
+#[tokio::test]
+async fn replay_refuses_a_corrupt_object() {
+    let storage = memory();
+    let wal = writer(storage.clone(), WalSettings::default());
+    outcome(submit(&wal, record(1, 0, 10))).await.unwrap();
+    let key = WalWriter::object_key(PREFIX, 0);
+    let mut bytes = storage.get(&key).await.unwrap().to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    storage.put(&key, Bytes::from(bytes)).await.unwrap();
+    assert!(matches!(
+        replay(&storage, PREFIX, &[0..10]).await,
+        Err(replay::ReplayError::Corrupt { .. })
+    ));
+}
+
+#[tokio::test]
+async fn flush_and_shutdown_wait_for_uploads() {
+    let faulty = Arc::new(FaultyStorage::new(memory(), 9));
+    faulty.set_put_delay(Duration::from_millis(30));
+    let wal = writer(faulty, WalSettings::default());
+    let rx = submit(&wal, record(1, 0, 10));
+    wal.shutdown().await;
+    assert!(matches!(rx.await, Ok(Ok(()))));
+    assert!(matches!(
+        wal.submit(record(1, 1, 10), Box::new(|_| {})),
+        Err(WalError::ShutDown)
+    ));
+}

@@ -1,0 +1,481 @@
+//! Group commit: everything submitted on the node, across all streams, goes out in WAL objects,
+//! one PUT per group, with acknowledgements released strictly in submission order.
+//!
+//! The policy has no timer. A submission joins the *open group*; whenever fewer than
+//! `max_inflight_puts` PUTs are in flight, the open group is sealed and uploaded at once. So an
+//! append on an idle node costs exactly one PUT and waits for nothing, and under load the appends
+//! that arrive while every PUT slot is busy form the next group by themselves. A group that
+//! reaches `max_object_bytes` is sealed early and queued until a slot frees.
+//!
+//! Uploads may finish in any order; their outcomes wait in `done` until every earlier group has
+//! finished, and acknowledgements are called, under the state lock, from the head only. A PUT
+//! that fails is retried with exponential backoff; if it still fails, the writer becomes
+//! *failed*: that group's appends and every later one fail, nothing after it is acknowledged,
+//! and new submissions are refused. Recovery (reopening the engine) replays what did land.
+
+use std::collections::{HashMap, VecDeque};
+use std::mem;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::format::{self, WalRecord};
+use crate::storage::{ObjectStorage, StorageError};
+
+/// Called once per submitted record with its outcome, in submission order.
+pub type Ack = Box<dyn FnOnce(Result<(), WalError>) + Send>;
+
+/// Where WAL object ids come from: blocks of increasing ids, registered (in the metadata) before
+/// they are handed out, so that recovery finds every WAL object without listing the bucket.
+/// Every block must be above every block handed out before it.
+#[async_trait::async_trait]
+pub trait WalIdSource: Send + Sync + 'static {
+    /// Reserves and registers the next block of ids.
+    async fn reserve(&self) -> Result<Range<u64>, WalIdError>;
+}
+
+/// Why a block of WAL ids could not be reserved.
+#[derive(Debug, thiserror::Error)]
+#[error("could not reserve WAL object ids: {source}")]
+pub struct WalIdError {
+    /// What went wrong.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// Settings of the WAL writer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WalSettings {
+    /// PUTs of WAL objects that may be in flight at once. More slots lower latency under load
+    /// and raise the PUT rate (and the bill). Default 8.
+    pub max_inflight_puts: usize,
+    /// A group is sealed when its records reach this many bytes. Default 8 MiB.
+    pub max_object_bytes: usize,
+    /// First retry delay of a failed PUT; doubles per attempt. Default 20 ms.
+    #[serde(with = "crate::duration_ms")]
+    pub retry_initial_backoff: Duration,
+    /// Largest retry delay. Default 1 s.
+    #[serde(with = "crate::duration_ms")]
+    pub retry_max_backoff: Duration,
+    /// How long a PUT keeps being retried before its appends fail. Default 30 s.
+    #[serde(with = "crate::duration_ms")]
+    pub retry_deadline: Duration,
+}
+
+impl Default for WalSettings {
+    fn default() -> Self {
+        WalSettings {
+            max_inflight_puts: 8,
+            max_object_bytes: 8 << 20,
+            retry_initial_backoff: Duration::from_millis(20),
+            retry_max_backoff: Duration::from_secs(1),
+            retry_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why an append did not become durable.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum WalError {
+    /// The PUT carrying the append failed after every retry.
+    #[error("WAL object {key} could not be written after {attempts} attempts: {source}")]
+    PutFailed {
+        /// The WAL object's key.
+        key: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last storage error.
+        source: Arc<StorageError>,
+    },
+    /// An earlier WAL object failed, so this append cannot be acknowledged in order. The engine
+    /// must be reopened; recovery replays what landed.
+    #[error("the WAL failed earlier ({cause}); appends are refused until the engine is reopened")]
+    Failed {
+        /// The first failure.
+        cause: Arc<WalError>,
+    },
+    /// No WAL object id could be reserved.
+    #[error("{source}")]
+    Ids {
+        /// What went wrong.
+        source: Arc<WalIdError>,
+    },
+    /// The writer was shut down before the append was uploaded.
+    #[error("the WAL is shut down")]
+    ShutDown,
+}
+
+/// Counters of the WAL writer.
+#[derive(Debug, Default)]
+pub struct WalMetrics {
+    /// WAL objects written.
+    pub puts: AtomicU64,
+    /// Bytes written in WAL objects.
+    pub put_bytes: AtomicU64,
+    /// PUT attempts that failed and were retried.
+    pub put_retries: AtomicU64,
+    /// Records acknowledged as durable.
+    pub records_acked: AtomicU64,
+}
+
+#[derive(Default)]
+struct Group {
+    records: Vec<WalRecord>,
+    acks: Vec<Ack>,
+    bytes: usize,
+}
+
+struct State {
+    open: Group,
+    sealed: VecDeque<Group>,
+    inflight: usize,
+    /// Reserved ids not yet used, in increasing order.
+    ids: VecDeque<Range<u64>>,
+    refilling: bool,
+    /// One past the last id used: every later WAL object has an id at or above it.
+    next_id: u64,
+    /// Acknowledgements of uploaded groups, by WAL object id, in submission order.
+    awaiting: VecDeque<(u64, Vec<Ack>)>,
+    /// Outcomes of finished uploads not yet released.
+    done: HashMap<u64, Result<(), WalError>>,
+    failed: Option<Arc<WalError>>,
+    shut_down: bool,
+}
+
+struct Inner {
+    storage: Arc<dyn ObjectStorage>,
+    id_source: Arc<dyn WalIdSource>,
+    prefix: String,
+    settings: WalSettings,
+    state: Mutex<State>,
+    metrics: WalMetrics,
+    idle: tokio::sync::Notify,
+}
+
+/// The node's WAL writer; cheap to clone.
+#[derive(Clone)]
+pub struct WalWriter {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for WalWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalWriter")
+            .field("storage", &self.inner.storage.name())
+            .field("prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WalWriter {
+    /// A writer whose objects are `{prefix}{id:016x}`, with ids taken in submission order from
+    /// `first_ids` and then from blocks that `id_source` reserves. Must be called inside a tokio
+    /// runtime.
+    pub fn new(
+        storage: Arc<dyn ObjectStorage>,
+        prefix: impl Into<String>,
+        first_ids: Range<u64>,
+        id_source: Arc<dyn WalIdSource>,
+        settings: WalSettings,
+    ) -> Self {
+        let settings = WalSettings {
+            max_inflight_puts: settings.max_inflight_puts.max(1),
+            ..settings
+        };
+        WalWriter {
+            inner: Arc::new(Inner {
+                storage,
+                id_source,
+                prefix: prefix.into(),
+                settings,
+                state: Mutex::new(State {
+                    open: Group::default(),
+                    sealed: VecDeque::new(),
+                    inflight: 0,
+                    next_id: first_ids.start,
+                    ids: VecDeque::from([first_ids]),
+                    refilling: false,
+                    awaiting: VecDeque::new(),
+                    done: HashMap::new(),
+                    failed: None,
+                    shut_down: false,
+                }),
+                metrics: WalMetrics::default(),
+                idle: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// The key of the WAL object with id `id` under `prefix`.
+    pub fn object_key(prefix: &str, id: u64) -> String {
+        format!("{prefix}{id:016x}")
+    }
+
+    /// Submits a record. `ack` is called exactly once, in submission order, when the record is
+    /// durable or has failed. Returns an error (and does not call `ack`) when the writer has
+    /// failed or is shut down.
+    pub fn submit(&self, record: WalRecord, ack: Ack) -> Result<(), WalError> {
+        let mut state = self.lock();
+        if let Some(cause) = &state.failed {
+            return Err(WalError::Failed {
+                cause: cause.clone(),
+            });
+        }
+        if state.shut_down {
+            return Err(WalError::ShutDown);
+        }
+        state.open.bytes += record.encoded_len();
+        state.open.records.push(record);
+        state.open.acks.push(ack);
+        if state.open.bytes >= self.inner.settings.max_object_bytes {
+            let group = mem::take(&mut state.open);
+            state.sealed.push_back(group);
+        }
+        self.dispatch(&mut state);
+        Ok(())
+    }
+
+    /// Runs `f` with the WAL object id below which every object written by this writer is
+    /// durable and acknowledged, under the lock that orders acknowledgements: no acknowledgement
+    /// runs while `f` does, so what `f` reads of the streams' confirm offsets matches that point.
+    pub fn with_durable_point<T>(&self, f: impl FnOnce(u64) -> T) -> T {
+        let state = self.lock();
+        let point = state.awaiting.front().map_or(state.next_id, |(id, _)| *id);
+        f(point)
+    }
+
+    /// Counters.
+    pub fn metrics(&self) -> &WalMetrics {
+        &self.inner.metrics
+    }
+
+    /// The error that failed the writer, if it has failed.
+    pub fn failure(&self) -> Option<Arc<WalError>> {
+        self.lock().failed.clone()
+    }
+
+    /// Waits until everything submitted so far is acknowledged (or failed).
+    pub async fn flush(&self) {
+        loop {
+            let notified = self.inner.idle.notified();
+            {
+                let state = self.lock();
+                if state.inflight == 0 && state.open.records.is_empty() && state.sealed.is_empty() {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Uploads what was submitted, then refuses new submissions.
+    pub async fn shutdown(&self) {
+        self.lock().shut_down = true;
+        self.flush().await;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state half-updated in a way that
+        // matters more than losing the node, so keep going with the inner value.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts uploads while PUT slots and ids are free.
+    fn dispatch(&self, state: &mut State) {
+        while state.inflight < self.inner.settings.max_inflight_puts && state.failed.is_none() {
+            if state.sealed.is_empty() && state.open.records.is_empty() {
+                break;
+            }
+            let Some(id) = take_id(&mut state.ids) else {
+                self.refill(state);
+                break;
+            };
+            let group = match state.sealed.pop_front() {
+                Some(group) => group,
+                None => mem::take(&mut state.open),
+            };
+            state.next_id = id + 1;
+            state.inflight += 1;
+            state.awaiting.push_back((id, group.acks));
+            let writer = self.clone();
+            let records = group.records;
+            tokio::spawn(async move {
+                let outcome = writer.upload(id, &records).await;
+                writer.finish(id, outcome);
+            });
+        }
+        let left: u64 = state.ids.iter().map(|r| r.end - r.start).sum();
+        if left < (self.inner.settings.max_inflight_puts as u64) * 4 {
+            self.refill(state);
+        }
+    }
+
+    /// Reserves the next block of ids in the background, retrying within the deadline.
+    fn refill(&self, state: &mut State) {
+        if state.refilling || state.failed.is_some() {
+            return;
+        }
+        state.refilling = true;
+        let writer = self.clone();
+        tokio::spawn(async move {
+            let settings = &writer.inner.settings;
+            let started = Instant::now();
+            let mut backoff = settings.retry_initial_backoff;
+            let outcome = loop {
+                match writer.inner.id_source.reserve().await {
+                    Ok(ids) => break Ok(ids),
+                    Err(error) if started.elapsed() >= settings.retry_deadline => break Err(error),
+                    Err(error) => {
+                        tracing::warn!(%error, ?backoff, "reserving WAL ids failed; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(settings.retry_max_backoff);
+                    }
+                }
+            };
+            let mut state = writer.lock();
+            state.refilling = false;
+            match outcome {
+                Ok(ids) => {
+                    state.ids.push_back(ids);
+                    writer.dispatch(&mut state);
+                }
+                Err(error) => {
+                    tracing::error!(%error, "reserving WAL ids failed; the WAL stops");
+                    let error = WalError::Ids {
+                        source: Arc::new(error),
+                    };
+                    writer.fail(&mut state, error);
+                }
+            }
+        });
+    }
+
+    async fn upload(&self, id: u64, records: &[WalRecord]) -> Result<(), WalError> {
+        let key = Self::object_key(&self.inner.prefix, id);
+        let body: Bytes = format::encode(records);
+        let settings = &self.inner.settings;
+        let started = Instant::now();
+        let mut backoff = settings.retry_initial_backoff;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            match self.inner.storage.put(&key, body.clone()).await {
+                Ok(_) => {
+                    let metrics = &self.inner.metrics;
+                    metrics.puts.fetch_add(1, Ordering::Relaxed);
+                    metrics
+                        .put_bytes
+                        .fetch_add(body.len() as u64, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(error) => {
+                    let retry = error.is_retryable() && started.elapsed() < settings.retry_deadline;
+                    if !retry {
+                        tracing::error!(%key, attempts, %error, "WAL PUT failed");
+                        return Err(WalError::PutFailed {
+                            key,
+                            attempts,
+                            source: Arc::new(error),
+                        });
+                    }
+                    tracing::warn!(%key, attempts, %error, ?backoff, "WAL PUT failed; retrying");
+                    self.inner
+                        .metrics
+                        .put_retries
+                        .fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(settings.retry_max_backoff);
+                }
+            }
+        }
+    }
+
+    fn finish(&self, id: u64, outcome: Result<(), WalError>) {
+        let mut state = self.lock();
+        state.inflight -= 1;
+        state.done.insert(id, outcome);
+        self.release(&mut state);
+        self.dispatch(&mut state);
+        if state.inflight == 0 {
+            self.inner.idle.notify_waiters();
+        }
+    }
+
+    /// Calls acknowledgements from the head of the queue, in order.
+    fn release(&self, state: &mut State) {
+        while let Some(&(id, _)) = state.awaiting.front() {
+            let Some(outcome) = state.done.remove(&id) else {
+                break;
+            };
+            let acks = state
+                .awaiting
+                .pop_front()
+                .map(|(_, a)| a)
+                .unwrap_or_default();
+            let outcome = match (&state.failed, outcome) {
+                (Some(cause), _) => Err(WalError::Failed {
+                    cause: cause.clone(),
+                }),
+                (None, Ok(())) => Ok(()),
+                (None, Err(error)) => Err(error),
+            };
+            match &outcome {
+                Ok(()) => {
+                    self.inner
+                        .metrics
+                        .records_acked
+                        .fetch_add(acks.len() as u64, Ordering::Relaxed);
+                    for ack in acks {
+                        ack(Ok(()));
+                    }
+                }
+                Err(error) => {
+                    for ack in acks {
+                        ack(Err(error.clone()));
+                    }
+                    if state.failed.is_none() {
+                        self.fail(state, error.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fails the writer: everything not yet uploaded fails now, everything in flight fails when
+    /// its upload finishes, and new submissions are refused.
+    fn fail(&self, state: &mut State, error: WalError) {
+        let cause = Arc::new(error);
+        state.failed = Some(cause.clone());
+        let mut dropped = mem::take(&mut state.open).acks;
+        for group in state.sealed.drain(..) {
+            dropped.extend(group.acks);
+        }
+        for ack in dropped {
+            ack(Err(WalError::Failed {
+                cause: cause.clone(),
+            }));
+        }
+        if state.inflight == 0 {
+            self.inner.idle.notify_waiters();
+        }
+    }
+}
+
+fn take_id(ids: &mut VecDeque<Range<u64>>) -> Option<u64> {
+    while let Some(range) = ids.front_mut() {
+        if let Some(id) = range.next() {
+            return Some(id);
+        }
+        ids.pop_front();
+    }
+    None
+}
