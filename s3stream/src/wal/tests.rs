@@ -141,9 +141,13 @@ async fn appends_under_load_group_and_are_acknowledged_in_submission_order() {
     assert!(puts < 50, "500 appends behind slow PUTs took {puts} PUTs");
 
     // Everything is in the WAL, in submission order.
-    let replayed = replay(&(counting as Arc<dyn ObjectStorage>), PREFIX, &[0..1000])
-        .await
-        .unwrap();
+    let replayed = replay(
+        &(counting as Arc<dyn ObjectStorage>),
+        PREFIX,
+        std::slice::from_ref(&(0..1000)),
+    )
+    .await
+    .unwrap();
     let offsets: Vec<u64> = replayed
         .objects
         .iter()
@@ -260,7 +264,9 @@ async fn replay_stops_at_the_first_missing_object() {
         .delete(&WalWriter::object_key(PREFIX, 3))
         .await
         .unwrap();
-    let replayed = replay(&storage, PREFIX, &[0..1000]).await.unwrap();
+    let replayed = replay(&storage, PREFIX, std::slice::from_ref(&(0..1000)))
+        .await
+        .unwrap();
     assert_eq!(replayed.objects.len(), 3);
     assert_eq!(replayed.ended_at, Some(3));
 }
@@ -276,7 +282,7 @@ async fn replay_refuses_a_corrupt_object() {
     bytes[last] ^= 1;
     storage.put(&key, Bytes::from(bytes)).await.unwrap();
     assert!(matches!(
-        replay(&storage, PREFIX, &[0..10]).await,
+        replay(&storage, PREFIX, std::slice::from_ref(&(0..10))).await,
         Err(replay::ReplayError::Corrupt { .. })
     ));
 }
