@@ -182,3 +182,6 @@ pub(crate) fn check_range(key: &str, range: &Range<u64>) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
