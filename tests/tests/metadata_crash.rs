@@ -89,13 +89,13 @@ async fn redb_survives_kill_9_mid_commit() {
         let (tx, rx) = mpsc::channel();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(end) = line
+                let end = line
                     .strip_prefix("ACK ")
-                    .and_then(|e| e.parse::<u64>().ok())
+                    .and_then(|e| e.parse::<u64>().ok());
+                if let Some(end) = end
+                    && tx.send(end).is_err()
                 {
-                    if tx.send(end).is_err() {
-                        return;
-                    }
+                    return;
                 }
             }
         });
