@@ -670,3 +670,6 @@ impl Drop for LoadRun {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
