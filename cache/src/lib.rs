@@ -101,3 +101,73 @@ where
         self.counters.snapshot()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Range;
+
+    use super::*;
+
+    struct Zeros;
+
+    #[async_trait::async_trait]
+    impl PageLoader for Zeros {
+        async fn load(&self, _object_id: u64, range: Range<u64>) -> Result<Bytes, LoadError> {
+            Ok(Bytes::from(vec![0u8; (range.end - range.start) as usize]))
+        }
+    }
+
+    #[tokio::test]
+    async fn caches_opened_together_report_one_set_of_counters() {
+        let settings = CacheSettings {
+            block: BlockCacheSettings {
+                memory_bytes: 4 << 20,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let caches: Caches = Caches::open(&settings).await.expect("open");
+        caches
+            .tail
+            .append(1, 0, 5, Bytes::from_static(b"batch"))
+            .await
+            .expect("append");
+        assert!(caches.tail.get(1, 0, 1024).await.is_some());
+        assert!(caches.tail.get(1, 5, 1024).await.is_none());
+
+        let loader: Arc<dyn PageLoader> = Arc::new(Zeros);
+        caches
+            .blocks
+            .read(9, 3 << 20, 0..10, &loader)
+            .await
+            .expect("read");
+        caches
+            .blocks
+            .read(9, 3 << 20, 0..10, &loader)
+            .await
+            .expect("read");
+        caches
+            .indexes
+            .get_or_load(9, async { Ok(Bytes::from_static(b"idx")) })
+            .await
+            .expect("index");
+        caches
+            .indexes
+            .get_or_load(9, async { Ok(Bytes::from_static(b"other")) })
+            .await
+            .expect("index");
+
+        let m = caches.metrics();
+        assert_eq!((m.tail_hits, m.tail_misses), (1, 1));
+        assert_eq!(
+            (m.block_misses, m.block_memory_hits, m.loads, m.bytes_loaded),
+            (1, 1, 1, 1 << 20)
+        );
+        assert_eq!((m.index_loads, m.index_hits), (1, 1));
+        assert_eq!(
+            caches.blocks.metrics(),
+            m,
+            "every handle reports the shared counters"
+        );
+    }
+}

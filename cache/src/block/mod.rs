@@ -281,6 +281,11 @@ impl BlockCache {
         }
     }
 
+    /// The page size: loads and cached pages are aligned to it.
+    pub fn page_size(&self) -> u64 {
+        self.inner.settings.page_size
+    }
+
     /// Bytes held by the memory tier.
     pub fn memory_usage(&self) -> usize {
         self.inner.pages.memory().usage()
