@@ -4,7 +4,11 @@
 //! The crate is filled in by the s3stream issue; until then it holds nothing.
 
 mod duration_ms;
+pub mod engine;
+pub mod error;
+pub mod failpoints;
 pub mod log_cache;
 pub mod object;
 pub mod storage;
+pub mod stream;
 pub mod wal;

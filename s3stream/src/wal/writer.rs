@@ -24,6 +24,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::format::{self, WalRecord};
+use crate::failpoints::{self, Failpoints};
 use crate::storage::{ObjectStorage, StorageError};
 
 /// Called once per submitted record with its outcome, in submission order.
@@ -106,6 +107,9 @@ pub enum WalError {
         /// What went wrong.
         source: Arc<WalIdError>,
     },
+    /// A failpoint armed by a test fired (a simulated crash).
+    #[error("failpoint {0} fired")]
+    Failpoint(&'static str),
     /// The writer was shut down before the append was uploaded.
     #[error("the WAL is shut down")]
     ShutDown,
@@ -146,11 +150,14 @@ struct State {
     done: HashMap<u64, Result<(), WalError>>,
     failed: Option<Arc<WalError>>,
     shut_down: bool,
+    /// Ids of WAL objects whose appends were acknowledged, for deletion after compaction.
+    written: VecDeque<u64>,
 }
 
 struct Inner {
     storage: Arc<dyn ObjectStorage>,
     id_source: Arc<dyn WalIdSource>,
+    failpoints: Option<Arc<Failpoints>>,
     prefix: String,
     settings: WalSettings,
     state: Mutex<State>,
@@ -192,6 +199,7 @@ impl WalWriter {
             inner: Arc::new(Inner {
                 storage,
                 id_source,
+                failpoints: None,
                 prefix: prefix.into(),
                 settings,
                 state: Mutex::new(State {
@@ -205,11 +213,21 @@ impl WalWriter {
                     done: HashMap::new(),
                     failed: None,
                     shut_down: false,
+                    written: VecDeque::new(),
                 }),
                 metrics: WalMetrics::default(),
                 idle: tokio::sync::Notify::new(),
             }),
         }
+    }
+
+    /// Arms this writer with `failpoints` (see [`failpoints::WAL_AFTER_PUT`]). Call before the
+    /// first submission; later calls do nothing.
+    pub fn with_failpoints(mut self, failpoints: Arc<Failpoints>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.failpoints = Some(failpoints);
+        }
+        self
     }
 
     /// The key of the WAL object with id `id` under `prefix`.
@@ -248,6 +266,19 @@ impl WalWriter {
         let state = self.lock();
         let point = state.awaiting.front().map_or(state.next_id, |(id, _)| *id);
         f(point)
+    }
+
+    /// Removes and returns the ids of acknowledged WAL objects below `point`, oldest first: the
+    /// objects the compactor may delete once their data is committed elsewhere.
+    pub fn take_written_below(&self, point: u64) -> Vec<u64> {
+        let mut state = self.lock();
+        let keep = state.written.partition_point(|id| *id < point);
+        state.written.drain(..keep).collect()
+    }
+
+    /// The key prefix of this writer's objects.
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
     }
 
     /// Counters.
@@ -370,6 +401,11 @@ impl WalWriter {
             attempts += 1;
             match self.inner.storage.put(&key, body.clone()).await {
                 Ok(_) => {
+                    if let Some(failpoints) = &self.inner.failpoints {
+                        failpoints
+                            .check(failpoints::WAL_AFTER_PUT)
+                            .map_err(WalError::Failpoint)?;
+                    }
                     let metrics = &self.inner.metrics;
                     metrics.puts.fetch_add(1, Ordering::Relaxed);
                     metrics
@@ -430,6 +466,7 @@ impl WalWriter {
             };
             match &outcome {
                 Ok(()) => {
+                    state.written.push_back(id);
                     self.inner
                         .metrics
                         .records_acked

@@ -1,0 +1,116 @@
+//! Recovery at engine open: replays this node's WAL and commits what it must keep.
+//!
+//! For each stream found in the WAL, the records kept are those of the stream's current epoch
+//! (older epochs were recovered when the stream was last opened, and a record of an older epoch
+//! could only come from a fenced owner) that continue the committed end without a gap, in offset
+//! order. A gap means an upload never landed; nothing after it was acknowledged, so the rest is
+//! dropped. Streams that are closed or deleted are skipped: close commits everything first.
+//! Everything kept is committed into objects in one transaction that also retires every
+//! registered WAL id of the node; the replayed WAL objects are deleted afterwards.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mink_metadata::{Metadata, StreamState, WalCompacted};
+
+use super::compactor::{self, CommitContext, Part};
+use super::{EngineMetrics, EngineSettings};
+use crate::error::Result;
+use crate::failpoints::Failpoints;
+use crate::log_cache::StreamBatch;
+use crate::storage::ObjectStorage;
+use crate::wal::WalRecord;
+use crate::wal::replay::replay;
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the engine's parts, passed once at open"
+)]
+pub(crate) async fn recover(
+    node: &str,
+    wal_storage: &Arc<dyn ObjectStorage>,
+    data_storage: &Arc<dyn ObjectStorage>,
+    metadata: &Metadata,
+    settings: &EngineSettings,
+    wal_prefix: &str,
+    failpoints: &Failpoints,
+    metrics: &EngineMetrics,
+) -> Result<()> {
+    let reservations = metadata.wal_reservations(node).await?;
+    let Some(below) = reservations.iter().map(|r| r.end_id).max() else {
+        return Ok(());
+    };
+    let ranges: Vec<_> = reservations.iter().map(|r| r.first_id..r.end_id).collect();
+    let replayed = replay(wal_storage, wal_prefix, &ranges).await?;
+    let mut per_stream: BTreeMap<u64, Vec<&WalRecord>> = BTreeMap::new();
+    for object in &replayed.objects {
+        for record in &object.records {
+            per_stream.entry(record.stream_id).or_default().push(record);
+        }
+    }
+    let mut parts = Vec::new();
+    for (stream_id, mut records) in per_stream {
+        let Some(stream) = metadata.get_stream(stream_id).await? else {
+            continue;
+        };
+        if stream.state != StreamState::Open {
+            continue;
+        }
+        records.retain(|r| r.epoch == stream.epoch);
+        records.sort_by_key(|r| r.base_offset);
+        let mut end = stream.end_offset;
+        let mut batches = Vec::new();
+        for record in records {
+            if record.base_offset < end {
+                continue;
+            }
+            if record.base_offset > end {
+                tracing::warn!(
+                    stream_id,
+                    expected = end,
+                    found = record.base_offset,
+                    "gap in the WAL; later records were never acknowledged and are dropped"
+                );
+                break;
+            }
+            batches.push(StreamBatch {
+                base_offset: record.base_offset,
+                count: record.count,
+                payload: record.payload.clone(),
+            });
+            end = record.end_offset();
+        }
+        if !batches.is_empty() {
+            metrics
+                .recovered_batches
+                .fetch_add(batches.len() as u64, Ordering::Relaxed);
+            parts.push(Part {
+                stream_id,
+                epoch: stream.epoch,
+                batches,
+            });
+        }
+    }
+    tracing::info!(
+        node,
+        wal_objects = replayed.objects.len(),
+        streams = parts.len(),
+        "recovering the WAL"
+    );
+    let context = CommitContext {
+        data_storage,
+        metadata,
+        settings,
+        failpoints,
+        metrics,
+    };
+    let retire = WalCompacted {
+        node: node.to_owned(),
+        below,
+    };
+    compactor::commit_parts(&context, parts, Some(retire)).await?;
+    let ids: Vec<u64> = replayed.objects.iter().map(|o| o.id).collect();
+    compactor::delete_wal_objects(wal_storage, wal_prefix, &ids, metrics).await;
+    Ok(())
+}

@@ -1,0 +1,384 @@
+//! A stream: an ordered log of opaque batches with three offsets.
+//!
+//! - *start offset* (`log_start`): the oldest offset kept; moves forward on trim.
+//! - *confirm offset* (`high_watermark`): everything below it is durable in the WAL. Reads are
+//!   bounded by it by default; it only moves when the WAL acknowledges, in submission order.
+//! - *next offset* (`log_end`): the offset the next append gets.
+//!
+//! An append assigns offsets synchronously under the stream's sequencing lock, puts the batch in
+//! the log cache and hands it to the node's WAL, and returns a [`PendingAppend`] that resolves
+//! when the batch is durable. Reads come from the log cache for data not yet compacted and from
+//! committed objects (located through the metadata's object index) for the rest.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::{oneshot, watch};
+
+use crate::engine::EngineShared;
+use crate::error::{Result, StreamError};
+use crate::log_cache::{LogCache, StreamBatch};
+use crate::wal::WalRecord;
+
+/// Which offset bounds a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadBound {
+    /// The confirm offset: only durable data (the default, and all that clients see).
+    #[default]
+    Confirmed,
+    /// The next offset: also data whose WAL upload has not completed (recovery of derived state).
+    NextOffset,
+}
+
+/// The three offsets of a stream at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offsets {
+    /// Oldest offset kept.
+    pub start: u64,
+    /// Everything below is durable.
+    pub confirm: u64,
+    /// The next offset to assign.
+    pub next: u64,
+}
+
+struct Sequencer {
+    next: u64,
+    closed: bool,
+}
+
+pub(crate) struct StreamShared {
+    pub(crate) id: u64,
+    pub(crate) epoch: u64,
+    pub(crate) engine: Arc<EngineShared>,
+    sequencer: Mutex<Sequencer>,
+    pub(crate) log: Mutex<LogCache>,
+    confirm: watch::Sender<u64>,
+    start: AtomicU64,
+    /// Everything below is in committed objects.
+    pub(crate) committed_end: AtomicU64,
+    pub(crate) fenced: AtomicBool,
+}
+
+/// A handle on an open stream; cheap to clone.
+#[derive(Clone)]
+pub struct Stream {
+    pub(crate) shared: Arc<StreamShared>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("id", &self.shared.id)
+            .field("epoch", &self.shared.epoch)
+            .field("offsets", &self.offsets())
+            .finish()
+    }
+}
+
+/// An append whose offsets are assigned; [`durable`](Self::durable) waits for the WAL.
+#[derive(Debug)]
+#[must_use = "an append is only acknowledged once durable() resolves"]
+pub struct PendingAppend {
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// The offset after the batch.
+    pub end_offset: u64,
+    ack: oneshot::Receiver<Result<()>>,
+}
+
+impl PendingAppend {
+    /// Resolves when the batch is durable (and readable at the confirm offset), or failed.
+    pub async fn durable(self) -> Result<u64> {
+        match self.ack.await {
+            Ok(Ok(())) => Ok(self.base_offset),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(StreamError::ShutDown),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl StreamShared {
+    pub(crate) fn new(
+        id: u64,
+        epoch: u64,
+        start: u64,
+        end: u64,
+        engine: Arc<EngineShared>,
+    ) -> Self {
+        StreamShared {
+            id,
+            epoch,
+            engine,
+            sequencer: Mutex::new(Sequencer {
+                next: end,
+                closed: false,
+            }),
+            log: Mutex::new(LogCache::default()),
+            confirm: watch::Sender::new(end),
+            start: AtomicU64::new(start),
+            committed_end: AtomicU64::new(end),
+            fenced: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn confirm(&self) -> u64 {
+        *self.confirm.borrow()
+    }
+
+    pub(crate) fn next(&self) -> u64 {
+        lock(&self.sequencer).next
+    }
+
+    /// Marks the stream closed to appends; returns the next offset at that moment.
+    pub(crate) fn close_appends(&self) -> u64 {
+        let mut sequencer = lock(&self.sequencer);
+        sequencer.closed = true;
+        sequencer.next
+    }
+
+    pub(crate) fn set_start(&self, start: u64) {
+        self.start.fetch_max(start, Ordering::AcqRel);
+    }
+
+    /// After a commit: data below `end` is in objects.
+    pub(crate) fn committed(&self, end: u64) {
+        self.committed_end.fetch_max(end, Ordering::AcqRel);
+        lock(&self.log).remove_below(end);
+    }
+}
+
+impl Stream {
+    /// The stream's id.
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// The epoch this handle holds.
+    pub fn epoch(&self) -> u64 {
+        self.shared.epoch
+    }
+
+    /// The stream's offsets now.
+    pub fn offsets(&self) -> Offsets {
+        let next = self.shared.next();
+        Offsets {
+            start: self.shared.start.load(Ordering::Acquire),
+            confirm: self.shared.confirm(),
+            next,
+        }
+    }
+
+    /// A receiver of the confirm offset, woken each time it advances (for tail readers).
+    pub fn watch_confirm(&self) -> watch::Receiver<u64> {
+        self.shared.confirm.subscribe()
+    }
+
+    /// Appends a batch covering `count` offsets at the next offset.
+    pub async fn append(&self, count: u32, payload: Bytes) -> Result<PendingAppend> {
+        self.append_inner(None, count, payload).await
+    }
+
+    /// Appends a batch whose first offset the caller already wrote into it: fails with
+    /// [`StreamError::OffsetMismatch`] (appending nothing) unless `base_offset` is the next offset.
+    pub async fn append_at(
+        &self,
+        base_offset: u64,
+        count: u32,
+        payload: Bytes,
+    ) -> Result<PendingAppend> {
+        self.append_inner(Some(base_offset), count, payload).await
+    }
+
+    async fn append_inner(
+        &self,
+        expected: Option<u64>,
+        count: u32,
+        payload: Bytes,
+    ) -> Result<PendingAppend> {
+        let shared = &self.shared;
+        if count == 0 {
+            return Err(StreamError::EmptyBatch {
+                stream_id: shared.id,
+            });
+        }
+        if shared.fenced.load(Ordering::Acquire) {
+            return Err(StreamError::Fenced {
+                stream_id: shared.id,
+                epoch: shared.epoch,
+            });
+        }
+        let payload_len = payload.len() as u64;
+        let permit = shared.engine.admit(shared.id, payload.len()).await?;
+        let mut sequencer = lock(&shared.sequencer);
+        if sequencer.closed {
+            return Err(StreamError::Closed {
+                stream_id: shared.id,
+            });
+        }
+        let base_offset = sequencer.next;
+        if let Some(expected) = expected
+            && expected != base_offset
+        {
+            return Err(StreamError::OffsetMismatch {
+                stream_id: shared.id,
+                expected,
+                next: base_offset,
+            });
+        }
+        let end_offset = base_offset + u64::from(count);
+        lock(&shared.log).push(
+            StreamBatch {
+                base_offset,
+                count,
+                payload: payload.clone(),
+            },
+            permit,
+        );
+        let (tx, rx) = oneshot::channel();
+        let on_durable = Arc::clone(shared);
+        let submitted = shared.engine.wal().submit(
+            WalRecord {
+                stream_id: shared.id,
+                epoch: shared.epoch,
+                base_offset,
+                count,
+                payload,
+            },
+            Box::new(move |outcome| {
+                let outcome = match outcome {
+                    Ok(()) => {
+                        on_durable.confirm.send_if_modified(|confirm| {
+                            let advanced = end_offset > *confirm;
+                            *confirm = (*confirm).max(end_offset);
+                            advanced
+                        });
+                        Ok(())
+                    }
+                    Err(error) => Err(StreamError::Wal(error)),
+                };
+                let _ = tx.send(outcome);
+            }),
+        );
+        if let Err(error) = submitted {
+            lock(&shared.log).remove_from(base_offset);
+            return Err(StreamError::Wal(error));
+        }
+        sequencer.next = end_offset;
+        drop(sequencer);
+        shared.engine.note_append(payload_len);
+        Ok(PendingAppend {
+            base_offset,
+            end_offset,
+            ack: rx,
+        })
+    }
+
+    /// Whole batches from the one holding `from`, up to `to` (exclusive, clipped to the bound),
+    /// about `max_bytes` of payload but at least one batch when any is available. An empty
+    /// answer means `from` is at the bound.
+    pub async fn fetch(
+        &self,
+        from: u64,
+        to: u64,
+        max_bytes: usize,
+        bound: ReadBound,
+    ) -> Result<Vec<StreamBatch>> {
+        let shared = &self.shared;
+        let start = shared.start.load(Ordering::Acquire);
+        if from < start {
+            return Err(StreamError::BelowStart {
+                stream_id: shared.id,
+                offset: from,
+                start,
+            });
+        }
+        let limit = match bound {
+            ReadBound::Confirmed => shared.confirm(),
+            ReadBound::NextOffset => shared.next(),
+        };
+        if from > limit {
+            return Err(StreamError::BeyondBound {
+                stream_id: shared.id,
+                offset: from,
+                bound: limit,
+            });
+        }
+        let to = to.min(limit);
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        // Data moves from the log cache to objects under our feet; a miss in the cache means the
+        // committed end moved past `from`, so look again.
+        for _ in 0..16 {
+            let committed_end = shared.committed_end.load(Ordering::Acquire);
+            if from >= committed_end {
+                if let Some(batches) = lock(&shared.log).read(from, to, max_bytes) {
+                    return Ok(batches);
+                }
+                continue;
+            }
+            return shared
+                .engine
+                .read_committed(shared.id, from, to.min(committed_end), max_bytes)
+                .await;
+        }
+        Err(StreamError::Inconsistent {
+            stream_id: shared.id,
+            message: format!("offset {from} is neither in the log cache nor committed"),
+        })
+    }
+
+    /// Waits until the confirm offset passes `offset` (returns the confirm offset), or the
+    /// timeout lapses (returns the confirm offset then, which may still be at or below `offset`).
+    pub async fn wait_past(&self, offset: u64, timeout: Duration) -> u64 {
+        let mut confirm = self.watch_confirm();
+        let deadline = Instant::now() + timeout;
+        let wait = confirm.wait_for(|c| *c > offset);
+        match tokio::time::timeout_at(deadline.into(), wait).await {
+            Ok(Ok(value)) => *value,
+            _ => self.shared.confirm(),
+        }
+    }
+
+    /// Moves the start offset forward to `offset` (not beyond the confirm offset). Objects wholly
+    /// below it become garbage.
+    pub async fn trim(&self, offset: u64) -> Result<()> {
+        let shared = &self.shared;
+        let confirm = shared.confirm();
+        if offset > confirm {
+            return Err(StreamError::TrimBeyondConfirm {
+                stream_id: shared.id,
+                offset,
+                confirm,
+            });
+        }
+        if offset > shared.committed_end.load(Ordering::Acquire) {
+            shared.engine.compact_now().await?;
+        }
+        let record = shared
+            .engine
+            .metadata()
+            .trim_stream(shared.id, shared.epoch, offset)
+            .await?;
+        shared.set_start(record.start_offset);
+        Ok(())
+    }
+
+    /// Closes the stream so another node can open it: refuses new appends, waits for the ones
+    /// in flight, commits everything into objects and marks the stream closed in the metadata.
+    pub async fn close(&self) -> Result<()> {
+        self.shared.engine.close_stream(&self.shared).await
+    }
+
+    /// Deletes the stream: refuses new appends and removes it from the metadata. Its objects
+    /// become garbage.
+    pub async fn destroy(&self) -> Result<()> {
+        self.shared.engine.destroy_stream(&self.shared).await
+    }
+}

@@ -1,0 +1,466 @@
+//! The stream engine end to end on in-memory storage and metadata: appends, reads from the log
+//! cache and from committed objects, compaction, recovery after a crash at every failpoint,
+//! fencing, back-pressure, trim, close and destroy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use mink_metadata::{MemoryKv, MetaKv, Metadata, MetadataOptions};
+use mink_s3stream::engine::{CompactionSettings, Engine, EngineSettings};
+use mink_s3stream::error::StreamError;
+use mink_s3stream::failpoints::{self, Failpoints};
+use mink_s3stream::storage::{CountingStorage, FaultyStorage, ObjectStorage, ObjectStoreBackend};
+use mink_s3stream::stream::{ReadBound, Stream};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Storage and metadata that outlive engines, as a bucket and an etcd outlive a process.
+struct World {
+    kv: Arc<dyn MetaKv>,
+    storage: Arc<CountingStorage>,
+}
+
+impl World {
+    fn new() -> Self {
+        let memory: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+        World {
+            kv: Arc::new(MemoryKv::new()),
+            storage: Arc::new(CountingStorage::new(memory)),
+        }
+    }
+
+    async fn metadata(&self) -> Arc<Metadata> {
+        Arc::new(
+            Metadata::open(self.kv.clone(), MetadataOptions::default())
+                .await
+                .unwrap(),
+        )
+    }
+
+    async fn engine(&self, node: &str, settings: EngineSettings) -> Engine {
+        self.engine_with(
+            node,
+            settings,
+            self.storage.clone(),
+            Arc::new(Failpoints::new()),
+        )
+        .await
+        .unwrap()
+    }
+
+    async fn engine_with(
+        &self,
+        node: &str,
+        settings: EngineSettings,
+        storage: Arc<dyn ObjectStorage>,
+        failpoints: Arc<Failpoints>,
+    ) -> Result<Engine, StreamError> {
+        Engine::builder()
+            .node(node)
+            .wal_storage(storage)
+            .metadata(self.metadata().await)
+            .settings(settings)
+            .failpoints(failpoints)
+            .open()
+            .await
+    }
+}
+
+/// Settings with the background compactor effectively off, so tests decide when it runs.
+fn manual() -> EngineSettings {
+    EngineSettings {
+        compaction: CompactionSettings {
+            interval: Duration::from_secs(3600),
+            trigger_bytes: u64::MAX,
+            ..CompactionSettings::default()
+        },
+        ..EngineSettings::default()
+    }
+}
+
+fn payload(offset: u64) -> Bytes {
+    Bytes::from(format!("batch at {offset}").into_bytes())
+}
+
+/// Appends `n` batches of 2 offsets each and waits until all are durable.
+async fn append_n(stream: &Stream, n: u64) {
+    for _ in 0..n {
+        let next = stream.offsets().next;
+        let pending = stream.append_at(next, 2, payload(next)).await.unwrap();
+        assert_eq!(pending.base_offset, next);
+        tokio::time::timeout(WAIT, pending.durable())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// Reads everything up to the confirm offset and checks it is contiguous from `from`.
+async fn read_all(stream: &Stream, from: u64) -> Vec<(u64, Bytes)> {
+    let confirm = stream.offsets().confirm;
+    let mut out = Vec::new();
+    let mut cursor = from;
+    while cursor < confirm {
+        let batches = stream
+            .fetch(cursor, u64::MAX, 1 << 20, ReadBound::Confirmed)
+            .await
+            .unwrap();
+        assert!(!batches.is_empty(), "no data at {cursor} below {confirm}");
+        for batch in batches {
+            assert!(batch.base_offset <= cursor && cursor < batch.end_offset());
+            out.push((batch.base_offset, batch.payload.clone()));
+            cursor = batch.end_offset();
+        }
+    }
+    out
+}
+
+fn expected(from: u64, to: u64) -> Vec<(u64, Bytes)> {
+    (from..to).step_by(2).map(|o| (o, payload(o))).collect()
+}
+
+#[tokio::test]
+async fn appends_are_readable_at_the_confirm_offset_and_after_compaction() {
+    let world = World::new();
+    let engine = world.engine("n1", manual()).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    append_n(&stream, 20).await;
+    let offsets = stream.offsets();
+    assert_eq!((offsets.start, offsets.confirm, offsets.next), (0, 40, 40));
+    assert_eq!(read_all(&stream, 0).await, expected(0, 40));
+    // A read from inside a batch starts at the batch holding the offset.
+    let got = stream
+        .fetch(5, 6, 1 << 20, ReadBound::Confirmed)
+        .await
+        .unwrap();
+    assert_eq!(got[0].base_offset, 4);
+
+    let gets_before = engine
+        .metrics()
+        .object_gets
+        .load(std::sync::atomic::Ordering::Relaxed);
+    engine.compact_now().await.unwrap();
+    assert_eq!(engine.uncompacted_bytes(), 0);
+    assert!(
+        world.storage.list("wal/").await.unwrap().is_empty(),
+        "compacted WAL objects are deleted"
+    );
+    assert_eq!(read_all(&stream, 0).await, expected(0, 40));
+    let gets_after = engine
+        .metrics()
+        .object_gets
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        gets_after > gets_before,
+        "reads now come from committed objects"
+    );
+    append_n(&stream, 5).await;
+    assert_eq!(read_all(&stream, 0).await, expected(0, 50));
+}
+
+#[tokio::test]
+async fn an_idle_append_costs_one_put() {
+    let world = World::new();
+    let engine = world.engine("n1", manual()).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    for i in 1..=5 {
+        let before = world.storage.counts().puts;
+        append_n(&stream, 1).await;
+        assert_eq!(world.storage.counts().puts - before, 1, "append {i}");
+    }
+}
+
+#[tokio::test]
+async fn reads_outside_the_bounds_are_refused() {
+    let world = World::new();
+    let engine = world.engine("n1", manual()).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    append_n(&stream, 5).await;
+    assert!(matches!(
+        stream.fetch(11, 20, 100, ReadBound::Confirmed).await,
+        Err(StreamError::BeyondBound { bound: 10, .. })
+    ));
+    assert!(
+        stream
+            .fetch(10, 20, 100, ReadBound::Confirmed)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    stream.trim(4).await.unwrap();
+    assert_eq!(stream.offsets().start, 4);
+    assert!(matches!(
+        stream.fetch(2, 20, 100, ReadBound::Confirmed).await,
+        Err(StreamError::BelowStart { start: 4, .. })
+    ));
+    assert_eq!(read_all(&stream, 4).await, expected(4, 10));
+    assert!(matches!(
+        stream.trim(11).await,
+        Err(StreamError::TrimBeyondConfirm { .. })
+    ));
+    assert!(matches!(
+        stream.append_at(3, 1, payload(3)).await,
+        Err(StreamError::OffsetMismatch { next: 10, .. })
+    ));
+    assert!(matches!(
+        stream.append(0, payload(3)).await,
+        Err(StreamError::EmptyBatch { .. })
+    ));
+    assert_eq!(stream.offsets().next, 10, "refused appends change nothing");
+}
+
+#[tokio::test]
+async fn log_end_reads_see_appends_before_they_are_durable() {
+    let world = World::new();
+    let faulty = Arc::new(FaultyStorage::new(world.storage.clone(), 1));
+    let engine = world
+        .engine_with("n1", manual(), faulty.clone(), Arc::new(Failpoints::new()))
+        .await
+        .unwrap();
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    faulty.set_put_delay(Duration::from_millis(300));
+    let pending = stream.append(3, payload(0)).await.unwrap();
+    let offsets = stream.offsets();
+    assert_eq!((offsets.confirm, offsets.next), (0, 3));
+    assert!(
+        stream
+            .fetch(0, 10, 100, ReadBound::Confirmed)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let log_end = stream
+        .fetch(0, 10, 100, ReadBound::NextOffset)
+        .await
+        .unwrap();
+    assert_eq!(log_end.len(), 1);
+    let woken = stream.wait_past(0, WAIT);
+    let (confirm, durable) = tokio::join!(woken, pending.durable());
+    durable.unwrap();
+    assert_eq!(confirm, 3);
+    // wait_past times out with the confirm offset when nothing comes.
+    assert_eq!(stream.wait_past(3, Duration::from_millis(20)).await, 3);
+}
+
+#[tokio::test]
+async fn a_crash_loses_nothing_acknowledged() {
+    let world = World::new();
+    let engine = world.engine("n1", manual()).await;
+    let a = engine.create_stream().await.unwrap().id;
+    let b = engine.create_stream().await.unwrap().id;
+    let sa = engine.open_stream(a).await.unwrap();
+    let sb = engine.open_stream(b).await.unwrap();
+    append_n(&sa, 10).await;
+    engine.compact_now().await.unwrap();
+    append_n(&sa, 10).await;
+    append_n(&sb, 7).await;
+    // Crash: no shutdown, no close.
+    engine.abort();
+    drop((sa, sb, engine));
+
+    let engine = world.engine("n1", manual()).await;
+    assert!(
+        engine
+            .metrics()
+            .recovered_batches
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 17
+    );
+    let sa = engine.open_stream(a).await.unwrap();
+    let sb = engine.open_stream(b).await.unwrap();
+    assert_eq!(sa.offsets().next, 40, "offsets continue without a gap");
+    assert_eq!(sb.offsets().next, 14);
+    assert_eq!(read_all(&sa, 0).await, expected(0, 40));
+    assert_eq!(read_all(&sb, 0).await, expected(0, 14));
+    append_n(&sa, 1).await;
+    assert_eq!(read_all(&sa, 38).await, expected(38, 42));
+    // The recovered WAL objects are gone; only the new append's WAL object remains.
+    assert_eq!(world.storage.list("wal/").await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_crash_at_each_failpoint_loses_nothing_acknowledged() {
+    for point in failpoints::ALL {
+        let world = World::new();
+        let failpoints = Arc::new(Failpoints::new());
+        let engine = world
+            .engine_with("n1", manual(), world.storage.clone(), failpoints.clone())
+            .await
+            .unwrap();
+        let id = engine.create_stream().await.unwrap().id;
+        let stream = engine.open_stream(id).await.unwrap();
+        append_n(&stream, 6).await;
+        failpoints.arm(point);
+        let mut acknowledged = 12;
+        if point == failpoints::WAL_AFTER_PUT {
+            // The PUT lands but the append is never acknowledged.
+            let pending = stream.append(2, payload(12)).await.unwrap();
+            assert!(pending.durable().await.is_err(), "{point}");
+        } else {
+            assert!(
+                matches!(engine.compact_now().await, Err(StreamError::Failpoint(p)) if p == point),
+                "{point}"
+            );
+            acknowledged = 12;
+        }
+        assert_eq!(failpoints.fired(), 1, "{point}");
+        engine.abort();
+        drop((stream, engine));
+
+        let engine = world.engine("n1", manual()).await;
+        let stream = engine.open_stream(id).await.unwrap();
+        let got = read_all(&stream, 0).await;
+        // What was acknowledged is there exactly once; an unacknowledged append may be too.
+        assert_eq!(got[..6], expected(0, acknowledged)[..], "{point}");
+        assert!(got.len() <= 7, "{point}");
+        let next = stream.offsets().next;
+        assert_eq!(next, got.last().map_or(0, |(o, _)| o + 2), "{point}");
+        append_n(&stream, 2).await;
+        engine.compact_now().await.unwrap();
+        assert_eq!(read_all(&stream, 0).await.len(), got.len() + 2, "{point}");
+    }
+}
+
+#[tokio::test]
+async fn an_older_owner_is_fenced() {
+    let world = World::new();
+    let one = world.engine("n1", manual()).await;
+    let two = world.engine("n2", manual()).await;
+    let id = one.create_stream().await.unwrap().id;
+    let old = one.open_stream(id).await.unwrap();
+    append_n(&old, 3).await;
+    one.compact_now().await.unwrap();
+    let new = two.open_stream(id).await.unwrap();
+    assert!(new.epoch() > old.epoch());
+    assert_eq!(new.offsets().next, 6);
+    // The old owner's data, appended after the takeover, can never be committed.
+    let pending = old.append(2, payload(6)).await.unwrap();
+    pending.durable().await.unwrap();
+    assert!(matches!(
+        one.compact_now().await,
+        Err(StreamError::Fenced { stream_id, .. }) if stream_id == id
+    ));
+    assert!(matches!(
+        old.append(2, payload(8)).await,
+        Err(StreamError::Fenced { .. })
+    ));
+    append_n(&new, 1).await;
+    two.compact_now().await.unwrap();
+    assert_eq!(read_all(&new, 0).await, expected(0, 8));
+}
+
+#[tokio::test]
+async fn a_closed_stream_moves_to_another_node_with_its_offsets() {
+    let world = World::new();
+    let one = world.engine("n1", manual()).await;
+    let two = world.engine("n2", manual()).await;
+    let id = one.create_stream().await.unwrap().id;
+    let stream = one.open_stream(id).await.unwrap();
+    append_n(&stream, 4).await;
+    stream.close().await.unwrap();
+    assert!(matches!(
+        stream.append(1, payload(8)).await,
+        Err(StreamError::Closed { .. })
+    ));
+    let moved = two.open_stream(id).await.unwrap();
+    assert_eq!(moved.offsets().next, 8);
+    assert_eq!(read_all(&moved, 0).await, expected(0, 8));
+    moved.destroy().await.unwrap();
+    assert!(
+        two.open_stream(id).await.is_err(),
+        "a destroyed stream cannot be opened"
+    );
+}
+
+#[tokio::test]
+async fn back_pressure_bounds_uncompacted_bytes() {
+    let world = World::new();
+    let settings = EngineSettings {
+        max_uncompacted_bytes: 8 << 10,
+        backpressure_timeout: Duration::from_millis(200),
+        ..manual()
+    };
+    let engine = world.engine("n1", settings).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    assert!(matches!(
+        stream.append(1, Bytes::from(vec![0u8; 9 << 10])).await,
+        Err(StreamError::BatchTooLarge { .. })
+    ));
+    for _ in 0..8 {
+        let pending = stream
+            .append(1, Bytes::from(vec![1u8; 1000]))
+            .await
+            .unwrap();
+        pending.durable().await.unwrap();
+    }
+    // The budget is full, but waiting wakes the compactor, which makes room.
+    let pending = stream
+        .append(1, Bytes::from(vec![2u8; 1000]))
+        .await
+        .unwrap();
+    pending.durable().await.unwrap();
+    assert!(engine.uncompacted_bytes() <= 8 << 10);
+    assert_eq!(stream.offsets().confirm, 9);
+}
+
+#[tokio::test]
+async fn large_streams_get_stream_objects_and_reads_span_objects() {
+    let world = World::new();
+    let settings = EngineSettings {
+        compaction: CompactionSettings {
+            stream_object_bytes: 4 << 10,
+            block_bytes: 1 << 10,
+            ..manual().compaction
+        },
+        ..manual()
+    };
+    let engine = world.engine("n1", settings).await;
+    let big = engine.create_stream().await.unwrap().id;
+    let small = engine.create_stream().await.unwrap().id;
+    let big = engine.open_stream(big).await.unwrap();
+    let small = engine.open_stream(small).await.unwrap();
+    for round in 0..3u64 {
+        for i in 0..20u64 {
+            let next = big.offsets().next;
+            big.append(2, Bytes::from(vec![(round * 20 + i) as u8; 500]))
+                .await
+                .unwrap()
+                .durable()
+                .await
+                .unwrap();
+            assert_eq!(next % 2, 0);
+        }
+        append_n(&small, 2).await;
+        engine.compact_now().await.unwrap();
+    }
+    let objects = engine.metadata().list_objects().await.unwrap();
+    let stream_objects = objects
+        .iter()
+        .filter(|o| o.kind == mink_metadata::ObjectKind::Stream)
+        .count();
+    assert_eq!(stream_objects, 3);
+    // A read across the three stream objects, in small steps, returns every batch once.
+    let mut cursor = 0;
+    let mut seen = 0u64;
+    while cursor < big.offsets().confirm {
+        let batches = big
+            .fetch(cursor, u64::MAX, 1500, ReadBound::Confirmed)
+            .await
+            .unwrap();
+        assert!(batches.len() <= 3);
+        for batch in batches {
+            assert_eq!(batch.base_offset, cursor);
+            assert_eq!(batch.payload[0] as u64, seen);
+            seen += 1;
+            cursor = batch.end_offset();
+        }
+    }
+    assert_eq!(seen, 60);
+    assert_eq!(read_all(&small, 0).await, expected(0, 12));
+}
