@@ -139,4 +139,31 @@ mod tests {
         assert!(s.contains("<redacted>"));
         assert!(c.uses_path_style());
     }
+
+    #[test]
+    fn reads_from_toml_with_defaults() {
+        let c: S3Config = toml::from_str(
+            r#"
+            bucket = "mink-data"
+            endpoint = "http://127.0.0.1:9000"
+            access_key = "ak"
+            secret_key = "sk"
+            allow_http = true
+            prefix = "cluster-a"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.bucket, "mink-data");
+        assert_eq!(c.region, "us-east-1");
+        assert_eq!(c.max_retries, 3);
+        assert!(
+            c.uses_path_style(),
+            "path style by default with an endpoint"
+        );
+        let aws: S3Config = toml::from_str("bucket = \"b\"").unwrap();
+        assert!(!aws.uses_path_style());
+        assert!(toml::from_str::<S3Config>("bucket = \"b\"\nbukket = \"typo\"").is_err());
+        let back: S3Config = toml::from_str(&toml::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+    }
 }
