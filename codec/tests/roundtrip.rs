@@ -175,3 +175,30 @@ fn encoder_rejects_change_type_count_that_differs_from_rows() {
         "{err}"
     );
 }
+
+#[test]
+fn decoding_from_bytes_shares_the_buffer_instead_of_copying() {
+    use arrow_array::Array;
+    let rb = common::make_batch(&[(common::Kind::Int64, false)], 1000, 4);
+    let encoded = encode_batch(&rb, None, BatchMeta::new(0)).unwrap();
+    let shared = Bytes::from(encoded);
+    let range = shared.as_ptr() as usize..shared.as_ptr() as usize + shared.len();
+    // The writer aligns the body to 8 bytes from the batch start; the allocation itself is 16-aligned.
+    assert_eq!(range.start % 8, 0);
+    let (decoded, _) = BatchView::new(shared.clone())
+        .unwrap()
+        .decode(rb.schema_ref())
+        .unwrap();
+    let values = decoded.column(0).to_data().buffers()[0].as_ptr() as usize;
+    assert!(
+        range.contains(&values),
+        "Int64 values point into the batch bytes"
+    );
+    // Over a borrowed slice the body is copied.
+    let (copied, _) = BatchView::new(shared.as_ref())
+        .unwrap()
+        .decode(rb.schema_ref())
+        .unwrap();
+    let values = copied.column(0).to_data().buffers()[0].as_ptr() as usize;
+    assert!(!range.contains(&values));
+}
