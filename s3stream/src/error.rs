@@ -141,6 +141,9 @@ pub enum StreamError {
         /// What disagrees.
         message: String,
     },
+    /// Reading through the block or index cache failed (the cause is inside).
+    #[error("reading a committed object: {0}")]
+    Cache(Arc<mink_cache::CacheError>),
     /// A failpoint armed by a test fired here (a simulated crash).
     #[error("failpoint {0} fired")]
     Failpoint(&'static str),

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::{oneshot, watch};
+use mink_cache::ReadaheadState;
+use tokio::sync::{OwnedSemaphorePermit, oneshot, watch};
 
 use crate::engine::EngineShared;
 use crate::error::{Result, StreamError};
@@ -59,6 +60,8 @@ pub(crate) struct StreamShared {
     /// Everything below is in committed objects.
     pub(crate) committed_end: AtomicU64,
     pub(crate) fenced: AtomicBool,
+    /// Sequential-read state for reads of committed objects.
+    pub(crate) readahead: Mutex<ReadaheadState>,
 }
 
 /// A handle on an open stream; cheap to clone.
@@ -124,6 +127,7 @@ impl StreamShared {
             start: AtomicU64::new(start),
             committed_end: AtomicU64::new(end),
             fenced: AtomicBool::new(false),
+            readahead: Mutex::new(ReadaheadState::new()),
         }
     }
 
@@ -215,6 +219,38 @@ impl Stream {
         }
         let payload_len = payload.len() as u64;
         let permit = shared.engine.admit(shared.id, payload.len()).await?;
+        let tail_copy = payload.clone();
+        let pending = self.sequence(expected, count, payload, permit)?;
+        shared.engine.note_append(payload_len);
+        // The tail cache is filled by the write path only; reads are bounded by the confirm
+        // offset, so holding a batch before it is durable shows nothing early.
+        if let Err(error) = shared
+            .engine
+            .caches()
+            .tail
+            .append(
+                shared.id,
+                pending.base_offset,
+                pending.end_offset,
+                tail_copy,
+            )
+            .await
+        {
+            tracing::debug!(%error, stream_id = shared.id, "tail cache refused a batch");
+        }
+        Ok(pending)
+    }
+
+    /// Under the sequencing lock: takes the next offsets, puts the batch in the log cache and
+    /// submits it to the WAL, so WAL submission order is offset order.
+    fn sequence(
+        &self,
+        expected: Option<u64>,
+        count: u32,
+        payload: Bytes,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<PendingAppend> {
+        let shared = &self.shared;
         let mut sequencer = lock(&shared.sequencer);
         if sequencer.closed {
             return Err(StreamError::Closed {
@@ -270,8 +306,6 @@ impl Stream {
             return Err(StreamError::Wal(error));
         }
         sequencer.next = end_offset;
-        drop(sequencer);
-        shared.engine.note_append(payload_len);
         Ok(PendingAppend {
             base_offset,
             end_offset,
@@ -313,6 +347,28 @@ impl Stream {
         if from >= to {
             return Ok(Vec::new());
         }
+        // A reader keeping up with the writer is served by the tail cache alone.
+        if let Some(read) = shared
+            .engine
+            .caches()
+            .tail
+            .get(shared.id, from, max_bytes)
+            .await
+        {
+            let batches: Vec<StreamBatch> = read
+                .batches
+                .into_iter()
+                .take_while(|b| b.base_offset < to && b.end_offset <= limit)
+                .map(|b| StreamBatch {
+                    base_offset: b.base_offset,
+                    count: u32::try_from(b.end_offset - b.base_offset).unwrap_or(u32::MAX),
+                    payload: b.bytes,
+                })
+                .collect();
+            if !batches.is_empty() {
+                return Ok(batches);
+            }
+        }
         // Data moves from the log cache to objects under our feet; a miss in the cache means the
         // committed end moved past `from`, so look again.
         for _ in 0..16 {
@@ -325,7 +381,7 @@ impl Stream {
             }
             return shared
                 .engine
-                .read_committed(shared.id, from, to.min(committed_end), max_bytes)
+                .read_committed(shared, from, to.min(committed_end), max_bytes)
                 .await;
         }
         Err(StreamError::Inconsistent {
@@ -367,6 +423,12 @@ impl Stream {
             .trim_stream(shared.id, shared.epoch, offset)
             .await?;
         shared.set_start(record.start_offset);
+        shared
+            .engine
+            .caches()
+            .tail
+            .trim(shared.id, record.start_offset)
+            .await;
         Ok(())
     }
 

@@ -120,10 +120,17 @@ fn expected(from: u64, to: u64) -> Vec<(u64, Bytes)> {
     (from..to).step_by(2).map(|o| (o, payload(o))).collect()
 }
 
+/// [`manual`] without a tail cache, so reads of compacted data go to committed objects.
+fn no_tail_cache() -> EngineSettings {
+    let mut settings = manual();
+    settings.cache.tail.capacity_bytes = 0;
+    settings
+}
+
 #[tokio::test]
 async fn appends_are_readable_at_the_confirm_offset_and_after_compaction() {
     let world = World::new();
-    let engine = world.engine("n1", manual()).await;
+    let engine = world.engine("n1", no_tail_cache()).await;
     let id = engine.create_stream().await.unwrap().id;
     let stream = engine.open_stream(id).await.unwrap();
     append_n(&stream, 20).await;
@@ -463,4 +470,29 @@ async fn large_streams_get_stream_objects_and_reads_span_objects() {
     }
     assert_eq!(seen, 60);
     assert_eq!(read_all(&small, 0).await, expected(0, 12));
+}
+
+#[tokio::test]
+async fn a_tail_reader_is_served_from_the_tail_cache_without_gets() {
+    let world = World::new();
+    let engine = world.engine("n1", manual()).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    let mut cursor = 0;
+    for round in 0..50u64 {
+        append_n(&stream, 2).await;
+        if round % 10 == 9 {
+            engine.compact_now().await.unwrap();
+        }
+        let batches = stream
+            .fetch(cursor, u64::MAX, 1 << 20, ReadBound::Confirmed)
+            .await
+            .unwrap();
+        assert_eq!(batches.len(), 2);
+        cursor = batches[1].end_offset();
+    }
+    let gets = world.storage.counts().gets;
+    assert_eq!(gets, 0, "a reader at the tail never reads the object store");
+    let cache = engine.cache_metrics();
+    assert!(cache.tail_hits >= 50, "{cache:?}");
 }

@@ -273,7 +273,7 @@ pub(crate) async fn commit_parts(
     let mut objects = Vec::with_capacity(builders.len());
     for (kind, builder) in builders {
         let id = context.metadata.allocate_object_id().await?;
-        let key = format!("{}{id:016x}", context.settings.data_prefix);
+        let key = super::reader::object_key(&context.settings.data_prefix, id);
         let (bytes, spans) = builder.finish();
         let size = bytes.len() as u64;
         put_with_retry(context.data_storage, &key, bytes).await?;

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use mink_cache::{CacheMetrics, CacheSettings, Caches};
 use mink_metadata::{Metadata, StreamRecord};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -47,6 +48,8 @@ pub struct EngineSettings {
     pub wal: WalSettings,
     /// Compaction of the log cache into committed objects.
     pub compaction: CompactionSettings,
+    /// The tail cache, the block cache and readahead.
+    pub cache: CacheSettings,
     /// Key prefix of WAL objects in the WAL store. Default `wal/`.
     pub wal_prefix: String,
     /// Key prefix of committed objects in the data store. Default `data/`.
@@ -66,6 +69,7 @@ impl Default for EngineSettings {
         EngineSettings {
             wal: WalSettings::default(),
             compaction: CompactionSettings::default(),
+            cache: CacheSettings::default(),
             wal_prefix: "wal/".to_owned(),
             data_prefix: "data/".to_owned(),
             wal_id_block: 4096,
@@ -201,6 +205,7 @@ pub(crate) struct EngineShared {
     wake_compactor: Arc<Notify>,
     halted: AtomicBool,
     reader: reader::ObjectReader,
+    caches: reader::EngineCaches,
     metrics: Arc<EngineMetrics>,
 }
 
@@ -283,9 +288,18 @@ impl Engine {
             settings.wal.clone(),
         )
         .with_failpoints(failpoints.clone());
+        let caches = Caches::open(&settings.cache)
+            .await
+            .map_err(|e| StreamError::Cache(Arc::new(e)))?;
         let budget_units = u32::try_from(units(settings.max_uncompacted_bytes)).unwrap_or(u32::MAX);
         let shared = Arc::new(EngineShared {
-            reader: reader::ObjectReader::new(data_storage.clone(), metrics.clone()),
+            reader: reader::ObjectReader::new(
+                caches.clone(),
+                data_storage.clone(),
+                settings.data_prefix.clone(),
+                metrics.clone(),
+            ),
+            caches,
             node,
             wal_storage,
             data_storage,
@@ -356,6 +370,11 @@ impl Engine {
     /// Engine counters.
     pub fn metrics(&self) -> &EngineMetrics {
         &self.shared.metrics
+    }
+
+    /// Hit, miss and load counters of the tail, block and index caches.
+    pub fn cache_metrics(&self) -> CacheMetrics {
+        self.shared.caches.metrics()
     }
 
     /// WAL counters.
@@ -469,14 +488,25 @@ impl EngineShared {
 
     pub(crate) async fn read_committed(
         &self,
-        stream_id: u64,
+        stream: &StreamShared,
         from: u64,
         to: u64,
         max_bytes: usize,
     ) -> Result<Vec<StreamBatch>> {
         self.reader
-            .read(&self.metadata, stream_id, from, to, max_bytes)
+            .read(
+                &self.metadata,
+                stream.id,
+                from,
+                to,
+                max_bytes,
+                &stream.readahead,
+            )
             .await
+    }
+
+    pub(crate) fn caches(&self) -> &reader::EngineCaches {
+        &self.caches
     }
 
     fn open_streams(&self) -> Vec<Arc<StreamShared>> {
@@ -508,6 +538,7 @@ impl EngineShared {
         self.compact_now().await?;
         self.metadata.close_stream(stream.id, stream.epoch).await?;
         self.forget(stream.id);
+        self.caches.tail.remove_stream(stream.id).await;
         Ok(())
     }
 
@@ -516,6 +547,7 @@ impl EngineShared {
         self.metadata.delete_stream(stream.id, stream.epoch).await?;
         self.forget(stream.id);
         lock(&stream.log).remove_below(u64::MAX);
+        self.caches.tail.remove_stream(stream.id).await;
         Ok(())
     }
 }

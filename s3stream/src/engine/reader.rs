@@ -1,43 +1,109 @@
-//! Reads of committed objects: the object index (metadata) names the objects covering an
-//! offset; each object's footer and index say which blocks hold the stream; ranged GETs fetch
-//! just those blocks.
+//! Reads of committed objects through the block cache.
+//!
+//! The object index (metadata) names the objects covering an offset; each object's footer and
+//! index (cached parsed in the index cache) say which blocks hold the stream; the blocks are read
+//! through the block cache, whose pages are loaded with one ranged GET per page however many
+//! readers wait, and which reads ahead for a stream read sequentially.
 
-use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use mink_cache::{Caches, LoadError, PageLoader, ReadaheadState, Weighted};
 use mink_metadata::{Metadata, ObjectRecord};
 
 use super::EngineMetrics;
 use crate::error::{Result, StreamError};
 use crate::log_cache::StreamBatch;
-use crate::object::{self, BlockEntry, FOOTER_LEN};
-use crate::storage::ObjectStorage;
+use crate::object::{self, BlockEntry, FOOTER_LEN, ObjectFormatError};
+use crate::storage::{ObjectStorage, StorageError};
 
 /// Bytes read from an object's end to get its footer, and usually its whole index with it.
 const TAIL_READ: u64 = 64 << 10;
-/// Parsed indexes kept; the oldest half is dropped beyond this.
-const INDEX_ENTRIES: usize = 4096;
 /// Objects consulted per look-up in the object index.
 const COVERING_LIMIT: usize = 8;
 
-pub(crate) struct ObjectReader {
+/// A committed object's parsed block index, as the index cache holds it.
+#[derive(Debug)]
+pub(crate) struct BlockIndex(pub(crate) Vec<BlockEntry>);
+
+impl Weighted for BlockIndex {
+    fn weight(&self) -> usize {
+        self.0.len() * std::mem::size_of::<BlockEntry>()
+    }
+}
+
+/// The node's caches as the engine uses them.
+pub(crate) type EngineCaches = Caches<Arc<BlockIndex>>;
+
+/// Loads pages of committed objects with ranged GETs; object keys follow from their ids.
+pub(crate) struct StorageLoader {
     storage: Arc<dyn ObjectStorage>,
+    data_prefix: String,
     metrics: Arc<EngineMetrics>,
-    indexes: Mutex<HashMap<u64, Arc<Vec<BlockEntry>>>>,
+}
+
+impl StorageLoader {
+    fn key(&self, object_id: u64) -> String {
+        object_key(&self.data_prefix, object_id)
+    }
+}
+
+/// The key of committed object `id` under `data_prefix`.
+pub(crate) fn object_key(data_prefix: &str, id: u64) -> String {
+    format!("{data_prefix}{id:016x}")
+}
+
+#[async_trait::async_trait]
+impl PageLoader for StorageLoader {
+    async fn load(&self, object_id: u64, range: Range<u64>) -> Result<Bytes, LoadError> {
+        match self
+            .storage
+            .get_range(&self.key(object_id), range.clone())
+            .await
+        {
+            Ok(bytes) => {
+                self.metrics.object_gets.fetch_add(1, Ordering::Relaxed);
+                self.metrics
+                    .object_bytes_read
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                Ok(bytes)
+            }
+            Err(StorageError::NotFound { .. }) => Err(LoadError::NotFound { object_id }),
+            Err(error) => Err(LoadError::Storage {
+                object_id,
+                range,
+                source: Box::new(error),
+            }),
+        }
+    }
+}
+
+pub(crate) struct ObjectReader {
+    caches: EngineCaches,
+    loader: Arc<dyn PageLoader>,
 }
 
 impl ObjectReader {
-    pub(crate) fn new(storage: Arc<dyn ObjectStorage>, metrics: Arc<EngineMetrics>) -> Self {
+    pub(crate) fn new(
+        caches: EngineCaches,
+        storage: Arc<dyn ObjectStorage>,
+        data_prefix: String,
+        metrics: Arc<EngineMetrics>,
+    ) -> Self {
         ObjectReader {
-            storage,
-            metrics,
-            indexes: Mutex::new(HashMap::new()),
+            caches,
+            loader: Arc::new(StorageLoader {
+                storage,
+                data_prefix,
+                metrics,
+            }),
         }
     }
 
     /// Batches of `stream_id` from the one holding `from` up to `to`, about `max_bytes`.
+    /// `readahead` is the stream's sequential-read state.
     pub(crate) async fn read(
         &self,
         metadata: &Metadata,
@@ -45,10 +111,12 @@ impl ObjectReader {
         from: u64,
         to: u64,
         max_bytes: usize,
+        readahead: &Mutex<ReadaheadState>,
     ) -> Result<Vec<StreamBatch>> {
         let mut out: Vec<StreamBatch> = Vec::new();
         let mut bytes = 0usize;
         let mut cursor = from;
+        let mut state = readahead.lock().unwrap_or_else(|p| p.into_inner()).clone();
         while cursor < to {
             let mut covering = metadata.index().covering(stream_id, cursor, COVERING_LIMIT);
             if covering
@@ -79,19 +147,36 @@ impl ObjectReader {
                 if covering.range.start_offset > cursor || cursor >= to {
                     break;
                 }
-                let index = self.index(&covering.object).await?;
+                let object = &covering.object;
+                state.limit_object(object.id, covering.range.position + covering.range.len);
+                let index = self.index(object).await?;
                 let start = cursor;
-                let blocks = index.iter().filter(|e| {
+                let blocks = index.0.iter().filter(|e| {
                     e.stream_id == stream_id && e.end_offset > start && e.start_offset < to
                 });
                 for entry in blocks {
-                    for batch in self.block(&covering.object, entry).await? {
+                    let block = self
+                        .caches
+                        .blocks
+                        .read_sequential(
+                            object.id,
+                            object.size,
+                            entry.range(),
+                            &self.loader,
+                            &mut state,
+                        )
+                        .await
+                        .map_err(|e| StreamError::Cache(Arc::new(e)))?;
+                    let batches =
+                        object::decode_block(&block, entry).map_err(|e| corrupt(object, e))?;
+                    for batch in batches {
                         if batch.end_offset() <= cursor {
                             continue;
                         }
                         if batch.base_offset >= to
                             || (!out.is_empty() && bytes + batch.payload.len() > max_bytes)
                         {
+                            *readahead.lock().unwrap_or_else(|p| p.into_inner()) = state;
                             return Ok(out);
                         }
                         bytes += batch.payload.len();
@@ -104,43 +189,40 @@ impl ObjectReader {
                         stream_id,
                         message: format!(
                             "object {} should hold offsets up to {} but its blocks end at {cursor}",
-                            covering.object.key, covering.range.end_offset
+                            object.key, covering.range.end_offset
                         ),
                     });
                 }
             }
         }
+        *readahead.lock().unwrap_or_else(|p| p.into_inner()) = state;
         Ok(out)
     }
 
-    async fn get(&self, object: &ObjectRecord, range: std::ops::Range<u64>) -> Result<Bytes> {
-        let bytes = self.storage.get_range(&object.key, range).await?;
-        self.metrics.object_gets.fetch_add(1, Ordering::Relaxed);
-        self.metrics
-            .object_bytes_read
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        Ok(bytes)
+    /// The object's block index, from the index cache or from its tail.
+    async fn index(&self, object: &ObjectRecord) -> Result<Arc<BlockIndex>> {
+        let load = async {
+            self.load_index(object)
+                .await
+                .map_err(|error| LoadError::Storage {
+                    object_id: object.id,
+                    range: object.size.saturating_sub(TAIL_READ)..object.size,
+                    source: Box::new(error),
+                })
+        };
+        self.caches
+            .indexes
+            .get_or_load(object.id, load)
+            .await
+            .map_err(|e| StreamError::Cache(Arc::new(e)))
     }
 
-    fn corrupt(object: &ObjectRecord, source: object::ObjectFormatError) -> StreamError {
-        StreamError::CorruptObject {
-            key: object.key.clone(),
-            source,
-        }
-    }
-
-    /// The object's block index, from the cache or from its tail.
-    async fn index(&self, object: &ObjectRecord) -> Result<Arc<Vec<BlockEntry>>> {
-        if let Some(index) = self.lock().get(&object.id) {
-            return Ok(index.clone());
-        }
+    async fn load_index(&self, object: &ObjectRecord) -> Result<Arc<BlockIndex>> {
         let size = object.size;
         if size < FOOTER_LEN as u64 {
-            return Err(Self::corrupt(
+            return Err(corrupt(
                 object,
-                object::ObjectFormatError::Inconsistent(format!(
-                    "object of {size} bytes has no footer"
-                )),
+                ObjectFormatError::Inconsistent(format!("object of {size} bytes has no footer")),
             ));
         }
         let tail_start = size.saturating_sub(TAIL_READ);
@@ -150,14 +232,13 @@ impl ObjectReader {
             .checked_sub(FOOTER_LEN)
             .and_then(|at| tail.get(at..))
             .ok_or_else(|| {
-                Self::corrupt(
+                corrupt(
                     object,
-                    object::ObjectFormatError::Inconsistent("short read of the footer".into()),
+                    ObjectFormatError::Inconsistent("short read of the footer".into()),
                 )
             })?;
-        let index_range =
-            object::decode_footer(footer, size).map_err(|e| Self::corrupt(object, e))?;
-        let crc = object::footer_index_crc(footer).map_err(|e| Self::corrupt(object, e))?;
+        let index_range = object::decode_footer(footer, size).map_err(|e| corrupt(object, e))?;
+        let crc = object::footer_index_crc(footer).map_err(|e| corrupt(object, e))?;
         let index_bytes = if index_range.start >= tail_start {
             let at = (index_range.start - tail_start) as usize;
             let len = (index_range.end - index_range.start) as usize;
@@ -166,25 +247,23 @@ impl ObjectReader {
             self.get(object, index_range.clone()).await?
         };
         let entries = object::decode_index(&index_bytes, crc, index_range.start)
-            .map_err(|e| Self::corrupt(object, e))?;
-        let entries = Arc::new(entries);
-        let mut indexes = self.lock();
-        if indexes.len() >= INDEX_ENTRIES {
-            let drop: Vec<u64> = indexes.keys().take(INDEX_ENTRIES / 2).copied().collect();
-            for id in drop {
-                indexes.remove(&id);
-            }
-        }
-        indexes.insert(object.id, entries.clone());
-        Ok(entries)
+            .map_err(|e| corrupt(object, e))?;
+        Ok(Arc::new(BlockIndex(entries)))
     }
 
-    async fn block(&self, object: &ObjectRecord, entry: &BlockEntry) -> Result<Vec<StreamBatch>> {
-        let bytes = self.get(object, entry.range()).await?;
-        object::decode_block(&bytes, entry).map_err(|e| Self::corrupt(object, e))
+    /// Bytes of an object through the block cache (no readahead: footers and indexes).
+    async fn get(&self, object: &ObjectRecord, range: Range<u64>) -> Result<Bytes> {
+        self.caches
+            .blocks
+            .read(object.id, object.size, range, &self.loader)
+            .await
+            .map_err(|e| StreamError::Cache(Arc::new(e)))
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Vec<BlockEntry>>>> {
-        self.indexes.lock().unwrap_or_else(|p| p.into_inner())
+fn corrupt(object: &ObjectRecord, source: ObjectFormatError) -> StreamError {
+    StreamError::CorruptObject {
+        key: object.key.clone(),
+        source,
     }
 }
