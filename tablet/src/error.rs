@@ -1,0 +1,356 @@
+//! The tablet's error type and the small taxonomy ([`ErrorKind`]) the HTTP layer maps to status codes.
+//!
+//! Every rejected request changes nothing: a bad batch, an unknown schema, an out-of-order sequence, a
+//! read outside the log or a future timestamp are all detected before anything is submitted to the
+//! stream. Storage, metadata and back-pressure errors are worth retrying later.
+
+use std::sync::Arc;
+
+use mink_metadata::MetaError;
+use mink_s3stream::error::StreamError;
+
+use crate::Isolation;
+
+/// `Result` with [`TabletError`].
+pub type Result<T, E = TabletError> = std::result::Result<T, E>;
+
+/// What went wrong in a tablet operation.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum TabletError {
+    /// A batch of an append request failed the header checks (framing, magic, CRC, counts).
+    #[error("batch {index} of the request is invalid: {source}")]
+    InvalidBatch {
+        /// Position of the batch in the request (0-based).
+        index: usize,
+        /// What the codec found.
+        #[source]
+        source: Arc<mink_codec::Error>,
+    },
+    /// An append request that the tablet refuses as a whole, before looking at sequences.
+    #[error("invalid append request: {reason}")]
+    InvalidRequest {
+        /// Why.
+        reason: String,
+    },
+    /// A batch names a schema id the table does not have.
+    #[error(
+        "batch {index} of the request has unknown schema id {schema_id}; register the schema first"
+    )]
+    UnknownSchema {
+        /// Position of the batch in the request.
+        index: usize,
+        /// The schema id in the batch header.
+        schema_id: i16,
+    },
+    /// An idempotent writer's batch is neither the next sequence nor a retained duplicate.
+    #[error(
+        "out-of-order sequence for writer {writer_id} in batch {index}: expected {expected}, got {received}"
+    )]
+    OutOfOrderSequence {
+        /// Position of the batch in the request.
+        index: usize,
+        /// The writer.
+        writer_id: i64,
+        /// The sequence the tablet expects next from this writer.
+        expected: i32,
+        /// The sequence the batch carries.
+        received: i32,
+    },
+    /// The request is larger than the tablet accepts.
+    #[error("append request too large: {what} is {value}, the limit is {limit}")]
+    TooLarge {
+        /// What is too large.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A read or lookup below the oldest retained offset.
+    #[error("offset {offset} is below the log start {log_start}: it was trimmed away")]
+    BelowLogStart {
+        /// The offset asked for.
+        offset: u64,
+        /// The oldest retained offset.
+        log_start: u64,
+    },
+    /// A read starting beyond the isolation bound.
+    #[error("offset {offset} is beyond the read bound {bound} ({isolation:?})")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: u64,
+        /// The bound: the high watermark or the log end.
+        bound: u64,
+        /// The isolation that set the bound.
+        isolation: Isolation,
+    },
+    /// A read range whose end is before its start.
+    #[error("invalid read range [{from}, {to}): the end is before the start")]
+    InvalidRange {
+        /// Start.
+        from: u64,
+        /// End.
+        to: u64,
+    },
+    /// A timestamp lookup for a time that has not come yet.
+    #[error("timestamp {timestamp} ms is in the future (now is {now} ms)")]
+    FutureTimestamp {
+        /// The timestamp asked for.
+        timestamp: i64,
+        /// The tablet clock's now.
+        now: i64,
+    },
+    /// The read projection does not fit a batch's schema.
+    #[error("invalid projection for schema id {schema_id}: {source}")]
+    InvalidProjection {
+        /// The schema id.
+        schema_id: i16,
+        /// What the codec found.
+        #[source]
+        source: Arc<mink_codec::Error>,
+    },
+    /// A stored batch could not be read back (corrupt data or a bug).
+    #[error("stored batch at offset {offset} is corrupt: {reason}")]
+    Corrupt {
+        /// Offset of the stream batch holding it.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The tablet was closed or destroyed.
+    #[error("tablet {tablet} is closed")]
+    Closed {
+        /// The tablet.
+        tablet: String,
+    },
+    /// Another node opened the tablet's stream: this handle is dead.
+    #[error("tablet {tablet} is fenced: another owner opened its stream")]
+    Fenced {
+        /// The tablet.
+        tablet: String,
+    },
+    /// Too many bytes await compaction on this node; retry later.
+    #[error("tablet {tablet} is under back-pressure, retry later: {source}")]
+    Backpressure {
+        /// The tablet.
+        tablet: String,
+        /// The stream's error.
+        #[source]
+        source: StreamError,
+    },
+    /// The stream failed (object storage, WAL).
+    #[error("tablet {tablet}: stream operation {operation} failed: {source}")]
+    Storage {
+        /// The tablet.
+        tablet: String,
+        /// The operation.
+        operation: &'static str,
+        /// The stream's error.
+        #[source]
+        source: StreamError,
+    },
+    /// The metadata KV failed.
+    #[error("tablet {tablet}: metadata operation {operation} failed: {source}")]
+    Metadata {
+        /// The tablet.
+        tablet: String,
+        /// The operation.
+        operation: &'static str,
+        /// The metadata error.
+        #[source]
+        source: Arc<MetaError>,
+    },
+    /// The tablet has no registry entry (`open` of a tablet never created).
+    #[error("tablet {tablet} does not exist")]
+    NotFound {
+        /// The tablet.
+        tablet: String,
+    },
+    /// `create` of a tablet that already exists.
+    #[error("tablet {tablet} already exists")]
+    AlreadyExists {
+        /// The tablet.
+        tablet: String,
+    },
+    /// A tablet-owned metadata value (registry entry, writer snapshot) cannot be decoded.
+    #[error("tablet metadata at {key} is corrupt: {reason}")]
+    CorruptMetadata {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The stream and the tablet disagree (a bug).
+    #[error("tablet {tablet} is inconsistent: {message}")]
+    Inconsistent {
+        /// The tablet.
+        tablet: String,
+        /// What disagrees.
+        message: String,
+    },
+}
+
+/// The taxonomy callers branch on; [`ErrorKind::http_status`] gives the HTTP mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A malformed batch or request (400).
+    InvalidBatch,
+    /// Unknown schema id (400).
+    UnknownSchema,
+    /// Out-of-order writer sequence (409).
+    OutOfOrderSequence,
+    /// Request too large (413).
+    TooLarge,
+    /// Read below the log start (410).
+    BelowLogStart,
+    /// Read beyond the bound, or a bad range (416).
+    OffsetOutOfRange,
+    /// Timestamp in the future (400).
+    FutureTimestamp,
+    /// Projection does not fit the schema (400).
+    InvalidProjection,
+    /// The tablet is closed here (503, retry on the new owner).
+    Closed,
+    /// Another node owns the tablet (409).
+    Fenced,
+    /// No such tablet (404).
+    NotFound,
+    /// The tablet already exists (409).
+    AlreadyExists,
+    /// Back-pressure (503, retry later).
+    Backpressure,
+    /// Storage or metadata failure (503, retry later).
+    Unavailable,
+    /// Stored data cannot be read, or a bug (500).
+    Corrupt,
+}
+
+impl ErrorKind {
+    /// The HTTP status code this kind maps to.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorKind::InvalidBatch
+            | ErrorKind::UnknownSchema
+            | ErrorKind::FutureTimestamp
+            | ErrorKind::InvalidProjection => 400,
+            ErrorKind::OutOfOrderSequence | ErrorKind::Fenced | ErrorKind::AlreadyExists => 409,
+            ErrorKind::TooLarge => 413,
+            ErrorKind::BelowLogStart => 410,
+            ErrorKind::OffsetOutOfRange => 416,
+            ErrorKind::NotFound => 404,
+            ErrorKind::Closed | ErrorKind::Backpressure | ErrorKind::Unavailable => 503,
+            ErrorKind::Corrupt => 500,
+        }
+    }
+
+    /// A stable snake_case name, for the `error` field of JSON error bodies.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidBatch => "invalid_batch",
+            ErrorKind::UnknownSchema => "unknown_schema",
+            ErrorKind::OutOfOrderSequence => "out_of_order_sequence",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::BelowLogStart => "below_log_start",
+            ErrorKind::OffsetOutOfRange => "offset_out_of_range",
+            ErrorKind::FutureTimestamp => "future_timestamp",
+            ErrorKind::InvalidProjection => "invalid_projection",
+            ErrorKind::Closed => "closed",
+            ErrorKind::Fenced => "fenced",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::Backpressure => "backpressure",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Corrupt => "corrupt",
+        }
+    }
+
+    /// Whether the same request may succeed if retried later.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Closed | ErrorKind::Backpressure | ErrorKind::Unavailable
+        )
+    }
+}
+
+impl TabletError {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            TabletError::InvalidBatch { .. } | TabletError::InvalidRequest { .. } => {
+                ErrorKind::InvalidBatch
+            }
+            TabletError::UnknownSchema { .. } => ErrorKind::UnknownSchema,
+            TabletError::OutOfOrderSequence { .. } => ErrorKind::OutOfOrderSequence,
+            TabletError::TooLarge { .. } => ErrorKind::TooLarge,
+            TabletError::BelowLogStart { .. } => ErrorKind::BelowLogStart,
+            TabletError::OffsetOutOfRange { .. } | TabletError::InvalidRange { .. } => {
+                ErrorKind::OffsetOutOfRange
+            }
+            TabletError::FutureTimestamp { .. } => ErrorKind::FutureTimestamp,
+            TabletError::InvalidProjection { .. } => ErrorKind::InvalidProjection,
+            TabletError::Closed { .. } => ErrorKind::Closed,
+            TabletError::Fenced { .. } => ErrorKind::Fenced,
+            TabletError::NotFound { .. } => ErrorKind::NotFound,
+            TabletError::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+            TabletError::Backpressure { .. } => ErrorKind::Backpressure,
+            TabletError::Storage { .. } => ErrorKind::Unavailable,
+            TabletError::Metadata { source, .. } => match source.kind() {
+                mink_metadata::ErrorKind::Corrupt => ErrorKind::Corrupt,
+                mink_metadata::ErrorKind::Fenced => ErrorKind::Fenced,
+                mink_metadata::ErrorKind::Invalid => ErrorKind::InvalidBatch,
+                _ => ErrorKind::Unavailable,
+            },
+            TabletError::Corrupt { .. }
+            | TabletError::CorruptMetadata { .. }
+            | TabletError::Inconsistent { .. } => ErrorKind::Corrupt,
+        }
+    }
+
+    /// Maps a stream error raised during `operation` on `tablet`.
+    pub(crate) fn stream(tablet: &str, operation: &'static str, error: StreamError) -> Self {
+        let tablet = tablet.to_owned();
+        match error {
+            StreamError::Fenced { .. } => TabletError::Fenced { tablet },
+            StreamError::Closed { .. } => TabletError::Closed { tablet },
+            StreamError::Backpressure { .. } => TabletError::Backpressure {
+                tablet,
+                source: error,
+            },
+            StreamError::BatchTooLarge { len, limit } => TabletError::TooLarge {
+                what: "request bytes (node budget of uncompacted data)",
+                value: len as u64,
+                limit,
+            },
+            StreamError::BelowStart { offset, start, .. } => TabletError::BelowLogStart {
+                offset,
+                log_start: start,
+            },
+            StreamError::Metadata(ref meta) if meta.kind() == mink_metadata::ErrorKind::Fenced => {
+                TabletError::Fenced { tablet }
+            }
+            StreamError::CorruptObject { .. } | StreamError::Inconsistent { .. } => {
+                TabletError::Corrupt {
+                    offset: 0,
+                    reason: error.to_string(),
+                }
+            }
+            other => TabletError::Storage {
+                tablet,
+                operation,
+                source: other,
+            },
+        }
+    }
+
+    /// Maps a metadata error raised during `operation` on `tablet`.
+    pub(crate) fn metadata(tablet: &str, operation: &'static str, error: MetaError) -> Self {
+        TabletError::Metadata {
+            tablet: tablet.to_owned(),
+            operation,
+            source: Arc::new(error),
+        }
+    }
+}

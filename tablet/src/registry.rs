@@ -1,0 +1,148 @@
+//! Which stream holds a tablet's log: a small registry in the metadata KV, owned by this crate.
+//!
+//! Key: `mink/tablets/{table}/{partition}/{bucket}`. Value (little-endian, 17 bytes):
+//!
+//! | Offset | Size | Field |
+//! |---|---|---|
+//! | 0 | 4 | magic `MKTR` (0x4D 0x4B 0x54 0x52) |
+//! | 4 | 1 | format version, 1 |
+//! | 5 | 8 | stream id, u64 |
+//! | 13 | 4 | CRC32C of bytes 0..13, u32 |
+//!
+//! The entry is created with a compare-on-absent, so two nodes creating the same tablet at once agree
+//! on one stream; the loser deletes the stream it created.
+
+use std::fmt;
+
+use crate::error::{Result, TabletError};
+
+/// Prefix of the tablet registry.
+pub const TABLETS: &str = "mink/tablets/";
+
+const MAGIC: [u8; 4] = *b"MKTR";
+const VERSION: u8 = 1;
+const LEN: usize = 17;
+
+/// One bucket of one partition of one table: the identity of a tablet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TabletId {
+    /// Table name (one key segment: non-empty, no `/`).
+    pub table: String,
+    /// Partition name (one key segment; an unpartitioned table uses `default`).
+    pub partition: String,
+    /// Bucket number.
+    pub bucket: u32,
+}
+
+impl TabletId {
+    /// A tablet id. Names are checked when the tablet is opened.
+    pub fn new(table: impl Into<String>, partition: impl Into<String>, bucket: u32) -> Self {
+        TabletId {
+            table: table.into(),
+            partition: partition.into(),
+            bucket,
+        }
+    }
+
+    /// Checks that table and partition are usable key segments.
+    pub fn check(&self) -> Result<()> {
+        for (what, name) in [("table", &self.table), ("partition", &self.partition)] {
+            if name.is_empty() || name.contains('/') {
+                return Err(TabletError::InvalidRequest {
+                    reason: format!(
+                        "{what} name {name:?} must be non-empty and must not contain '/'"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The registry key of this tablet.
+    pub fn registry_key(&self) -> String {
+        format!("{TABLETS}{}/{}/{}", self.table, self.partition, self.bucket)
+    }
+}
+
+impl fmt::Display for TabletId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.table, self.partition, self.bucket)
+    }
+}
+
+/// Encodes a registry value.
+pub(crate) fn encode(stream_id: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(LEN);
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.extend_from_slice(&stream_id.to_le_bytes());
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes a registry value; never panics.
+pub(crate) fn decode(key: &str, raw: &[u8]) -> Result<u64> {
+    let corrupt = |reason: String| TabletError::CorruptMetadata {
+        key: key.to_owned(),
+        reason,
+    };
+    let raw: &[u8; LEN] = raw.try_into().map_err(|_| {
+        corrupt(format!(
+            "registry value is {} bytes, expected {LEN}",
+            raw.len()
+        ))
+    })?;
+    let (body, crc) = raw.split_at(13);
+    if body[0..4] != MAGIC {
+        return Err(corrupt(format!("bad magic {:02x?}", &body[0..4])));
+    }
+    if body[4] != VERSION {
+        return Err(corrupt(format!(
+            "format version {} is not {VERSION}; written by a newer Mink?",
+            body[4]
+        )));
+    }
+    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    let actual = crc32c::crc32c(body);
+    if stored != actual {
+        return Err(corrupt(format!(
+            "CRC32C is {actual:08x}, the value says {stored:08x}"
+        )));
+    }
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&body[5..13]);
+    Ok(u64::from_le_bytes(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_values_round_trip_and_corruption_is_an_error() {
+        let value = encode(42);
+        assert_eq!(decode("k", &value).unwrap(), 42);
+        for i in 0..value.len() {
+            let mut bad = value.clone();
+            bad[i] ^= 0x40;
+            assert!(
+                decode("k", &bad).is_err(),
+                "flip at byte {i} went unnoticed"
+            );
+        }
+        for len in 0..value.len() {
+            assert!(decode("k", &value[..len]).is_err());
+        }
+    }
+
+    #[test]
+    fn ids_with_slashes_are_refused() {
+        assert!(TabletId::new("a/b", "default", 0).check().is_err());
+        assert!(TabletId::new("t", "", 0).check().is_err());
+        assert_eq!(
+            TabletId::new("t", "p", 3).registry_key(),
+            "mink/tablets/t/p/3"
+        );
+    }
+}

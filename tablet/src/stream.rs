@@ -1,0 +1,112 @@
+//! The stream a tablet appends to, behind a small trait so tests and instrumentation can wrap it.
+//!
+//! The tablet only needs what [`LogStream`] lists; [`mink_s3stream::stream::Stream`] implements it, and
+//! [`TabletBuilder::stream_layer`](crate::TabletBuilder::stream_layer) lets a caller wrap the opened
+//! stream (a test counts fetches this way).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use mink_s3stream::error::StreamError;
+use mink_s3stream::log_cache::StreamBatch;
+use mink_s3stream::stream::{Offsets, PendingAppend, ReadBound, Stream};
+use tokio::sync::watch;
+
+/// An ordered log of opaque batches with start, confirm and next offsets.
+///
+/// # Contract
+///
+/// The same as [`mink_s3stream::stream::Stream`]'s methods of the same names: `append_at` assigns
+/// offsets in call order and fails (appending nothing) unless `base_offset` is the next offset;
+/// `PendingAppend::durable` resolves in submission order; the confirm watch only moves forward, at the
+/// moment an append becomes durable; `fetch` returns whole batches starting with the one holding
+/// `from`, at least one when any is below the bound.
+#[async_trait]
+pub trait LogStream: Send + Sync + 'static {
+    /// The stream id.
+    fn id(&self) -> u64;
+    /// The epoch this handle holds.
+    fn epoch(&self) -> u64;
+    /// The three offsets now.
+    fn offsets(&self) -> Offsets;
+    /// A receiver of the confirm offset.
+    fn watch_confirm(&self) -> watch::Receiver<u64>;
+    /// Appends one batch covering `count` offsets at `base_offset`.
+    async fn append_at(
+        &self,
+        base_offset: u64,
+        count: u32,
+        payload: Bytes,
+    ) -> Result<PendingAppend, StreamError>;
+    /// Whole batches from the one holding `from` up to `to`, about `max_bytes`.
+    async fn fetch(
+        &self,
+        from: u64,
+        to: u64,
+        max_bytes: usize,
+        bound: ReadBound,
+    ) -> Result<Vec<StreamBatch>, StreamError>;
+    /// Moves the start offset forward.
+    async fn trim(&self, offset: u64) -> Result<(), StreamError>;
+    /// Closes the stream so another node can open it.
+    async fn close(&self) -> Result<(), StreamError>;
+    /// Deletes the stream.
+    async fn destroy(&self) -> Result<(), StreamError>;
+}
+
+/// Compile-time check that [`LogStream`] stays object-safe.
+fn _assert_object_safe(_: &dyn LogStream) {}
+
+/// A wrapper over the stream the tablet opened, applied once at open (tests, instrumentation).
+pub type StreamLayer = Arc<dyn Fn(Arc<dyn LogStream>) -> Arc<dyn LogStream> + Send + Sync>;
+
+#[async_trait]
+impl LogStream for Stream {
+    fn id(&self) -> u64 {
+        Stream::id(self)
+    }
+
+    fn epoch(&self) -> u64 {
+        Stream::epoch(self)
+    }
+
+    fn offsets(&self) -> Offsets {
+        Stream::offsets(self)
+    }
+
+    fn watch_confirm(&self) -> watch::Receiver<u64> {
+        Stream::watch_confirm(self)
+    }
+
+    async fn append_at(
+        &self,
+        base_offset: u64,
+        count: u32,
+        payload: Bytes,
+    ) -> Result<PendingAppend, StreamError> {
+        Stream::append_at(self, base_offset, count, payload).await
+    }
+
+    async fn fetch(
+        &self,
+        from: u64,
+        to: u64,
+        max_bytes: usize,
+        bound: ReadBound,
+    ) -> Result<Vec<StreamBatch>, StreamError> {
+        Stream::fetch(self, from, to, max_bytes, bound).await
+    }
+
+    async fn trim(&self, offset: u64) -> Result<(), StreamError> {
+        Stream::trim(self, offset).await
+    }
+
+    async fn close(&self) -> Result<(), StreamError> {
+        Stream::close(self).await
+    }
+
+    async fn destroy(&self) -> Result<(), StreamError> {
+        Stream::destroy(self).await
+    }
+}
