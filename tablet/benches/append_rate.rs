@@ -1,1 +1,2 @@
+//! Placeholder replaced by the append-rate harness.
 fn main() {}

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mink_codec::{Header, Projection};
-use mink_metadata::{CasOutcome, MetaKvExt, Metadata, WriterSnapshot};
+use mink_metadata::{
+    CasOutcome, Compare, MetaKvExt, Metadata, Op, StreamRecord, StreamState, Txn, WriterSnapshot,
+};
 use mink_s3stream::engine::Engine;
 use mink_s3stream::error::StreamError;
 use mink_s3stream::stream::ReadBound;
@@ -378,6 +380,7 @@ impl Tablet {
             .await
             .map_err(|e| TabletError::metadata(&name, "read the writer snapshot", e))?;
         let offsets = stream.offsets();
+        let mut stale = false;
         let (mut windows, mut last_timestamp, from) = match snapshot {
             Some(s) if s.offset <= offsets.confirm => {
                 let (windows, ts) = Windows::decode_snapshot(&s.data).map_err(|reason| {
@@ -395,6 +398,7 @@ impl Tablet {
                     high_watermark = offsets.confirm,
                     "writer snapshot is ahead of the log; ignoring it and replaying the whole log"
                 );
+                stale = true;
                 (Windows::default(), i64::MIN, offsets.start)
             }
             None => (Windows::default(), i64::MIN, offsets.start),
@@ -423,7 +427,7 @@ impl Tablet {
         );
         let epoch = i32::try_from(stream.epoch()).unwrap_or(i32::MAX);
         let now = clock.now_ms();
-        Ok(Tablet {
+        let tablet = Tablet {
             inner: Arc::new(Inner {
                 id,
                 name,
@@ -444,7 +448,12 @@ impl Tablet {
                 clock,
                 closed: AtomicBool::new(false),
             }),
-        })
+        };
+        if stale {
+            // Replace the stale snapshot before anyone else can trust it.
+            tablet.snapshot().await?;
+        }
+        Ok(tablet)
     }
 
     /// The tablet's identity.
@@ -954,20 +963,18 @@ impl Tablet {
         if at < *written {
             return Ok(());
         }
-        let id = &inner.id;
-        inner
-            .metadata
-            .put_writer_snapshot(
-                &id.table,
-                &id.partition,
-                id.bucket,
-                &WriterSnapshot {
-                    offset: at,
-                    data: Bytes::from(data),
-                },
-            )
-            .await
-            .map_err(|e| TabletError::metadata(&inner.name, "write the writer snapshot", e))?;
+        put_snapshot_fenced(
+            &inner.metadata,
+            &inner.id,
+            &inner.name,
+            inner.stream.id(),
+            inner.stream.epoch(),
+            &WriterSnapshot {
+                offset: at,
+                data: Bytes::from(data),
+            },
+        )
+        .await?;
         *written = at;
         Ok(())
     }
@@ -1029,6 +1036,58 @@ impl Tablet {
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
     }
+}
+
+/// Writes a writer snapshot only while `epoch` still owns the stream: the put is one transaction with
+/// a compare on the stream record, so an owner fenced by another node's open can never overwrite the
+/// new owner's snapshot with windows holding batches the log does not have.
+async fn put_snapshot_fenced(
+    metadata: &Metadata,
+    id: &TabletId,
+    name: &str,
+    stream_id: u64,
+    epoch: u64,
+    snapshot: &WriterSnapshot,
+) -> Result<()> {
+    let stream_key = mink_metadata::keys::stream(stream_id);
+    let writer_key = mink_metadata::keys::writer(&id.table, &id.partition, id.bucket);
+    let value = mink_metadata::value::encode(snapshot);
+    let meta = |e| TabletError::metadata(name, "write the writer snapshot", e);
+    for _ in 0..16 {
+        let current = metadata.kv().get(&stream_key).await.map_err(meta)?;
+        let Some(current) = current else {
+            return Err(TabletError::Fenced {
+                tablet: name.to_owned(),
+            });
+        };
+        let record: StreamRecord =
+            mink_metadata::value::decode(&current.key, &current.value).map_err(meta)?;
+        if record.epoch != epoch || record.state != StreamState::Open {
+            return Err(TabletError::Fenced {
+                tablet: name.to_owned(),
+            });
+        }
+        let outcome = metadata
+            .kv()
+            .txn(Txn {
+                compares: vec![Compare::version(&stream_key, current.version)],
+                on_success: vec![Op::put(&writer_key, value.clone())],
+            })
+            .await
+            .map_err(meta)?;
+        if outcome.succeeded {
+            return Ok(());
+        }
+    }
+    Err(TabletError::Metadata {
+        tablet: name.to_owned(),
+        operation: "write the writer snapshot",
+        source: Arc::new(mink_metadata::MetaError::Contended {
+            operation: "write the writer snapshot",
+            key: writer_key,
+            attempts: 16,
+        }),
+    })
 }
 
 /// Writes base offset, commit timestamp and leader epoch into one batch.
