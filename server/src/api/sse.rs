@@ -1,0 +1,178 @@
+//! Server-sent events: a held-open read of one bucket.
+//!
+//! Each batch becomes one event: `data` is a JSON array of its rows (projected to `columns`), `id`
+//! is the offset after the batch. At the tail the stream parks on the log's high-watermark waiter,
+//! so an event leaves the moment its append is durable. Heartbeat comments (`:heartbeat`) keep
+//! idle proxies from closing the connection, and the response ends after the recycle time (55 s by
+//! default). A client reconnecting with `Last-Event-ID` (or `offset`) continues exactly after the
+//! last event it saw: offsets, not the connection, carry the position. A failure after the
+//! response started is sent as an `error` event carrying the usual JSON error body, then the
+//! stream ends.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+
+use super::Shared;
+use super::records::{ReadQuery, position_headers, read_counted, read_schema, start_offset};
+use crate::error::{ApiError, ApiResult};
+use crate::format;
+use crate::log::BucketLog;
+use crate::tables::TableInfo;
+
+struct Feed {
+    state: Shared,
+    info: Arc<TableInfo>,
+    log: Arc<dyn BucketLog>,
+    next: u64,
+    until: Option<u64>,
+    columns: Option<Vec<String>>,
+    max_bytes: usize,
+    deadline: Instant,
+    pending: VecDeque<Event>,
+    done: bool,
+}
+
+pub(crate) fn serve(
+    state: Shared,
+    info: Arc<TableInfo>,
+    log: Arc<dyn BucketLog>,
+    q: ReadQuery,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let offsets = log.offsets();
+    let from = match headers.get("last-event-id") {
+        Some(id) => id
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .ok_or_else(|| ApiError::bad_request("Last-Event-ID is not an offset"))?,
+        None => start_offset(q.offset.as_deref(), offsets)?,
+    };
+    if from < offsets.log_start {
+        return Err(ApiError::OffsetTrimmed {
+            offset: from,
+            log_start: offsets.log_start,
+        });
+    }
+    if from > offsets.high_watermark {
+        return Err(ApiError::OffsetOutOfRange {
+            offset: from,
+            high_watermark: offsets.high_watermark,
+        });
+    }
+    let columns = q.columns();
+    if let (Some(c), Some((id, _))) = (&columns, info.schemas.latest()) {
+        read_schema(&info, id, Some(c))?;
+    }
+    let http = &state.settings.http;
+    let heartbeat = http.sse_heartbeat();
+    let feed = Feed {
+        max_bytes: q
+            .max_bytes
+            .unwrap_or(http.default_read_bytes)
+            .clamp(1, http.max_read_bytes),
+        deadline: Instant::now() + http.sse_recycle(),
+        state,
+        info,
+        log,
+        next: from,
+        until: q.until,
+        columns,
+        pending: VecDeque::new(),
+        done: false,
+    };
+    let stream = futures::stream::unfold(feed, |mut feed| async move {
+        let event = feed.next_event().await?;
+        Some((Ok::<_, Infallible>(event), feed))
+    });
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"))
+        .into_response();
+    let h = response.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Tell nginx-style proxies not to buffer the stream.
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    position_headers(h, from, offsets);
+    Ok(response)
+}
+
+impl Feed {
+    async fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
+            }
+            if self.done
+                || Instant::now() >= self.deadline
+                || self.state.shutdown.is_cancelled()
+                || self.until.is_some_and(|u| self.next >= u)
+            {
+                return None;
+            }
+            match self.read().await {
+                Ok(true) => {}
+                Ok(false) => self.park().await,
+                Err(error) => {
+                    self.pending.push_back(
+                        Event::default()
+                            .event("error")
+                            .data(error.body().to_string()),
+                    );
+                    self.done = true;
+                }
+            }
+        }
+    }
+
+    /// Reads at `next`, queueing one event per batch; false when at the tail.
+    async fn read(&mut self) -> ApiResult<bool> {
+        let chunk = read_counted(
+            &self.state,
+            self.log.as_ref(),
+            self.next,
+            self.until,
+            self.columns.as_deref(),
+            self.max_bytes,
+        )
+        .await?;
+        if chunk.batches.is_empty() {
+            return Ok(false);
+        }
+        for batch in &chunk.batches {
+            let schema = read_schema(
+                &self.info,
+                format::schema_id_of(batch)?,
+                self.columns.as_deref(),
+            )?;
+            let data = match format::decode_batch(batch, &schema)? {
+                Some(rows) => format::rows_to_json_array(&rows)?,
+                None => "[]".to_owned(),
+            };
+            let next = format::next_offset_of(batch)?;
+            self.pending
+                .push_back(Event::default().id(next.to_string()).data(data));
+        }
+        self.next = chunk.next_offset;
+        Ok(true)
+    }
+
+    /// Waits at the tail until new data is durable, the log closes, the recycle time comes or
+    /// the node shuts down.
+    async fn park(&mut self) {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let _parked = self.state.metrics.park();
+        tokio::select! {
+            _ = self.log.wait_past(self.next, remaining) => {}
+            _ = self.state.shutdown.cancelled() => {}
+        }
+        if self.log.is_closed() {
+            self.done = true;
+        }
+    }
+}

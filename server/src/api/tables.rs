@@ -1,0 +1,134 @@
+//! Tables, schema versions and writer ids.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use mink_metadata::TableRecord;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::Shared;
+use crate::error::{ApiError, ApiResult};
+use crate::schema::JsonSchema;
+
+/// Body of a create-table request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateTable {
+    name: String,
+    schema: JsonSchema,
+    #[serde(default = "one")]
+    buckets: u32,
+    #[serde(default)]
+    partitions: Option<Vec<String>>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Body of an add-schema request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AddSchema {
+    schema: JsonSchema,
+}
+
+/// A table as the API shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct TableView {
+    name: String,
+    buckets: u32,
+    partitions: Vec<String>,
+    latest_schema_id: Option<u16>,
+    schemas: Vec<SchemaView>,
+}
+
+#[derive(Debug, Serialize)]
+struct SchemaView {
+    schema_id: u16,
+    schema: serde_json::Value,
+}
+
+impl From<&TableRecord> for TableView {
+    fn from(record: &TableRecord) -> Self {
+        TableView {
+            name: record.name.clone(),
+            buckets: record.bucket_count,
+            partitions: record.partitions.clone(),
+            latest_schema_id: record.latest_schema_id(),
+            schemas: record
+                .schemas
+                .iter()
+                .map(|(id, text)| SchemaView {
+                    schema_id: *id,
+                    schema: serde_json::from_str(text).unwrap_or(serde_json::Value::Null),
+                })
+                .collect(),
+        }
+    }
+}
+
+pub(crate) fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
+    body.map(|Json(b)| b)
+        .map_err(|e| ApiError::bad_request(format!("bad JSON body: {}", e.body_text())))
+}
+
+pub(crate) async fn create(
+    State(state): State<Shared>,
+    body: Result<Json<CreateTable>, JsonRejection>,
+) -> ApiResult<Response> {
+    let body = json_body(body)?;
+    let partitions = body
+        .partitions
+        .unwrap_or_else(|| vec!["default".to_owned()]);
+    let info = state
+        .tables
+        .create(&body.name, &body.schema, body.buckets, partitions)
+        .await?;
+    tracing::info!(table = %body.name, buckets = body.buckets, "table created");
+    Ok((StatusCode::CREATED, Json(TableView::from(&info.record()))).into_response())
+}
+
+pub(crate) async fn list(State(state): State<Shared>) -> ApiResult<Json<serde_json::Value>> {
+    let tables = state.tables.list().await?;
+    Ok(Json(json!({
+        "tables": tables.iter().map(TableView::from).collect::<Vec<_>>()
+    })))
+}
+
+pub(crate) async fn get(
+    State(state): State<Shared>,
+    Path(table): Path<String>,
+) -> ApiResult<Json<TableView>> {
+    let info = state.tables.get(&table).await?;
+    Ok(Json(TableView::from(&info.record())))
+}
+
+pub(crate) async fn drop_table(
+    State(state): State<Shared>,
+    Path(table): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let info = state.tables.get(&table).await?;
+    state.logs.destroy_table(&info).await?;
+    state.tables.delete(&table).await?;
+    tracing::info!(table = %table, "table dropped");
+    Ok(Json(json!({ "dropped": table })))
+}
+
+pub(crate) async fn add_schema(
+    State(state): State<Shared>,
+    Path(table): Path<String>,
+    body: Result<Json<AddSchema>, JsonRejection>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let body = json_body(body)?;
+    let id = state.tables.add_schema(&table, &body.schema).await?;
+    Ok(Json(json!({ "schema_id": id })))
+}
+
+pub(crate) async fn init_writer(State(state): State<Shared>) -> ApiResult<Json<serde_json::Value>> {
+    let id = state.metadata.allocate_writer_id().await?;
+    Ok(Json(json!({ "writer_id": id })))
+}

@@ -1,0 +1,275 @@
+//! The errors of the HTTP API and how they map to status codes.
+//!
+//! Every error answers with `{"error": kind, "message": ...}` (plus fields a client can act on,
+//! such as `expected_sequence`). Bad input is a 4xx and changed nothing; storage and metadata
+//! failures are a 5xx, and the transient ones (503) carry `Retry-After`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// What went wrong, as the API reports it. The `kind` strings are stable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// A malformed request: bad parameter, bad JSON, bad rows.
+    #[error("{message}")]
+    BadRequest {
+        /// Stable kind string (`bad_request`, `invalid_schema`, `unknown_column`, ...).
+        kind: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+    /// A batch failed its checks (CRC, record count, framing).
+    #[error("invalid batch: {message}")]
+    InvalidBatch {
+        /// What the check found.
+        message: String,
+    },
+    /// The named table does not exist.
+    #[error("table `{table}` does not exist")]
+    TableNotFound {
+        /// The table asked for.
+        table: String,
+    },
+    /// A table of that name exists already.
+    #[error("table `{table}` already exists")]
+    TableExists {
+        /// The table asked for.
+        table: String,
+    },
+    /// The bucket or partition is not part of the table.
+    #[error("{message}")]
+    NoSuchBucket {
+        /// Which bucket and why.
+        message: String,
+    },
+    /// The offset was trimmed away.
+    #[error("offset {offset} is below the log start {log_start}: it was trimmed")]
+    OffsetTrimmed {
+        /// The offset asked for.
+        offset: u64,
+        /// The oldest retained offset.
+        log_start: u64,
+    },
+    /// The offset is past the high watermark.
+    #[error("offset {offset} is beyond the high watermark {high_watermark}")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: u64,
+        /// The high watermark.
+        high_watermark: u64,
+    },
+    /// An idempotent writer's sequence was out of order.
+    #[error(
+        "writer {writer_id} sent sequence {sequence} but the next expected sequence is {expected}"
+    )]
+    OutOfOrderSequence {
+        /// The writer.
+        writer_id: i64,
+        /// The sequence received.
+        sequence: i32,
+        /// The sequence expected next.
+        expected: i32,
+    },
+    /// A timestamp lies in the future.
+    #[error("timestamp {timestamp} ms is in the future (now {now} ms)")]
+    FutureTimestamp {
+        /// The timestamp asked for.
+        timestamp: i64,
+        /// The node's clock.
+        now: i64,
+    },
+    /// The body is larger than allowed.
+    #[error("request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The request's Content-Type is not one the endpoint takes.
+    #[error("unsupported content type `{content_type}`; use one of {accepted}")]
+    UnsupportedMediaType {
+        /// What the client sent.
+        content_type: String,
+        /// What is accepted.
+        accepted: &'static str,
+    },
+    /// Too many requests (rate limit).
+    #[error("rate limit exceeded; retry later")]
+    RateLimited,
+    /// A state conflict other than sequencing (e.g. closing a closed log).
+    #[error("{message}")]
+    Conflict {
+        /// What conflicted.
+        message: String,
+    },
+    /// Storage or metadata is unavailable for now; retry.
+    #[error("temporarily unavailable: {message}")]
+    Unavailable {
+        /// What failed.
+        message: String,
+    },
+    /// Another node owns the bucket: the client is redirected there (307).
+    #[error("the bucket is served by {owner}")]
+    Moved {
+        /// The owner's base URL.
+        owner: String,
+    },
+    /// No route matches the request.
+    #[error("no route for {method} {path}")]
+    RouteNotFound {
+        /// The method.
+        method: String,
+        /// The path.
+        path: String,
+    },
+    /// The node is shutting down.
+    #[error("the node is shutting down")]
+    ShuttingDown,
+    /// Anything that should not happen (corrupt stored data, a bug).
+    #[error("internal error: {message}")]
+    Internal {
+        /// What failed.
+        message: String,
+    },
+}
+
+impl ApiError {
+    /// A 400 with kind `bad_request`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            kind: "bad_request",
+            message: message.into(),
+        }
+    }
+
+    /// A 400 with the given kind.
+    pub fn invalid(kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The stable kind string.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest { kind, .. } => kind,
+            ApiError::InvalidBatch { .. } => "invalid_batch",
+            ApiError::TableNotFound { .. } => "table_not_found",
+            ApiError::TableExists { .. } => "table_exists",
+            ApiError::NoSuchBucket { .. } => "bucket_not_found",
+            ApiError::OffsetTrimmed { .. } => "offset_trimmed",
+            ApiError::OffsetOutOfRange { .. } => "offset_out_of_range",
+            ApiError::OutOfOrderSequence { .. } => "out_of_order_sequence",
+            ApiError::FutureTimestamp { .. } => "future_timestamp",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
+            ApiError::RateLimited => "rate_limited",
+            ApiError::Conflict { .. } => "conflict",
+            ApiError::Unavailable { .. } => "unavailable",
+            ApiError::ShuttingDown => "shutting_down",
+            ApiError::Moved { .. } => "moved",
+            ApiError::RouteNotFound { .. } => "not_found",
+            ApiError::Internal { .. } => "internal",
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. }
+            | ApiError::InvalidBatch { .. }
+            | ApiError::FutureTimestamp { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Moved { .. } => StatusCode::TEMPORARY_REDIRECT,
+            ApiError::TableNotFound { .. }
+            | ApiError::NoSuchBucket { .. }
+            | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::TableExists { .. }
+            | ApiError::OutOfOrderSequence { .. }
+            | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::OffsetTrimmed { .. } => StatusCode::GONE,
+            ApiError::OffsetOutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable { .. } | ApiError::ShuttingDown => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = json!({ "error": self.kind(), "message": self.to_string() });
+        match self {
+            ApiError::OutOfOrderSequence { expected, .. } => {
+                body["expected_sequence"] = json!(expected);
+            }
+            ApiError::OffsetTrimmed { log_start, .. } => body["log_start"] = json!(log_start),
+            ApiError::OffsetOutOfRange { high_watermark, .. } => {
+                body["high_watermark"] = json!(high_watermark);
+            }
+            ApiError::PayloadTooLarge { limit } => body["limit"] = json!(limit),
+            _ => {}
+        }
+        body
+    }
+}
+
+/// Seconds a client should wait after a transient error; set once from the settings.
+static RETRY_AFTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+pub(crate) fn set_retry_after(secs: u32) {
+    RETRY_AFTER.store(secs.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::warn!(kind = self.kind(), error = %self, "request failed");
+        } else {
+            tracing::debug!(kind = self.kind(), error = %self, "request rejected");
+        }
+        let mut response = (status, axum::Json(self.body())).into_response();
+        if let ApiError::Moved { owner } = &self
+            && let Ok(location) = HeaderValue::from_str(owner)
+        {
+            // The seam for ownership: the router fills in the full URL of the same path.
+            response.headers_mut().insert(header::LOCATION, location);
+        }
+        if matches!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            let secs = RETRY_AFTER.load(std::sync::atomic::Ordering::Relaxed);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+impl From<mink_metadata::MetaError> for ApiError {
+    fn from(error: mink_metadata::MetaError) -> Self {
+        use mink_metadata::ErrorKind;
+        match error.kind() {
+            ErrorKind::Unavailable => ApiError::Unavailable {
+                message: error.to_string(),
+            },
+            ErrorKind::Invalid => ApiError::bad_request(error.to_string()),
+            ErrorKind::Conflict | ErrorKind::Fenced => ApiError::Conflict {
+                message: error.to_string(),
+            },
+            _ => ApiError::Internal {
+                message: error.to_string(),
+            },
+        }
+    }
+}
+
+/// Result alias of the API.
+pub type ApiResult<T> = Result<T, ApiError>;

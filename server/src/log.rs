@@ -1,0 +1,223 @@
+//! What the HTTP layer needs of a bucket's log, behind a small object-safe trait, and the node's
+//! registry of open logs.
+//!
+//! [`BucketLog`] is implemented over `mink-tablet` ([`crate::tablets`]); a test can put a failing
+//! or slow log behind the same API. [`LogProvider`] opens logs by (table, partition, bucket); the
+//! registry [`Logs`] keeps each open log once, and is the seam where ownership goes: today every
+//! bucket is [`Owner::Local`], and a multi-node router answers [`Owner::Remote`] so the API can
+//! redirect (307) to the owner.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::Mutex;
+
+use crate::error::{ApiError, ApiResult};
+use crate::tables::TableInfo;
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Offset of the first row appended (or appended the first time, for a duplicate).
+    pub base_offset: u64,
+    /// Offset of the last row.
+    pub last_offset: u64,
+    /// Commit timestamp of the last batch, milliseconds since the Unix epoch.
+    pub commit_timestamp: i64,
+    /// The request was a retry of batches already appended: nothing was appended now.
+    pub duplicate: bool,
+}
+
+/// The offsets a client sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsets {
+    /// Oldest retained offset.
+    pub log_start: u64,
+    /// Everything below is durable and readable.
+    pub high_watermark: u64,
+}
+
+/// Batches read from a log.
+#[derive(Debug, Clone, Default)]
+pub struct ReadChunk {
+    /// Whole batches, each one mink batch (projected when a projection was asked for).
+    pub batches: Vec<Bytes>,
+    /// Where the next read continues.
+    pub next_offset: u64,
+}
+
+/// One bucket's log as the API uses it.
+///
+/// # Contract
+///
+/// - `append` takes one or more mink batches back to back; it returns once they are durable (or
+///   were duplicates), and only then are they readable.
+/// - `read` returns whole batches from the one holding `from`, never past the high watermark nor
+///   `until`, about `max_bytes` but at least one batch when any is readable; an empty chunk means
+///   `from` is at the bound. Below the log start it fails with [`ApiError::OffsetTrimmed`]; past
+///   the high watermark with [`ApiError::OffsetOutOfRange`].
+/// - `wait_past(offset, timeout)` returns the high watermark as soon as it passes `offset`, when
+///   the log closes, or when the timeout lapses (then it may still be at or below `offset`).
+/// - `is_closed` turns true once the log was closed or destroyed; parked readers then stop.
+#[async_trait]
+pub trait BucketLog: Send + Sync + 'static {
+    /// Appends batches.
+    async fn append(&self, batches: Bytes) -> ApiResult<AppendOutcome>;
+    /// Reads batches, projected to `columns` (indices in each batch's schema) when given.
+    async fn read(
+        &self,
+        from: u64,
+        until: Option<u64>,
+        columns: Option<&[String]>,
+        max_bytes: usize,
+    ) -> ApiResult<ReadChunk>;
+    /// The offsets now.
+    fn offsets(&self) -> LogOffsets;
+    /// Waits for the high watermark to pass `offset`.
+    async fn wait_past(&self, offset: u64, timeout: Duration) -> u64;
+    /// Whether the log was closed or destroyed.
+    fn is_closed(&self) -> bool;
+    /// The first offset whose batch has a commit timestamp at or after `timestamp` (ms).
+    async fn offset_for_timestamp(&self, timestamp: i64) -> ApiResult<u64>;
+    /// Moves the log start forward to `offset`.
+    async fn trim(&self, offset: u64) -> ApiResult<()>;
+    /// Closes the log (writer snapshot, stream closed) so another node can open it.
+    async fn close(&self) -> ApiResult<()>;
+    /// Destroys the log: stream and writer snapshot deleted.
+    async fn destroy(&self) -> ApiResult<()>;
+}
+
+/// Compile-time check that [`BucketLog`] stays object-safe.
+fn _assert_bucket_log_object_safe(_: &dyn BucketLog) {}
+
+/// Identity of one bucket's log.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LogKey {
+    /// Table name.
+    pub table: String,
+    /// Partition name.
+    pub partition: String,
+    /// Bucket number.
+    pub bucket: u32,
+}
+
+impl std::fmt::Display for LogKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.table, self.partition, self.bucket)
+    }
+}
+
+/// Opens and destroys bucket logs.
+///
+/// # Contract
+///
+/// `open` creates the log's storage the first time and reopens it afterwards; the caller opens
+/// each key at most once at a time (the [`Logs`] registry sees to it). `destroy_closed` removes
+/// the storage of a log that is not open on this node (a table drop after a restart).
+#[async_trait]
+pub trait LogProvider: Send + Sync + 'static {
+    /// Opens (creating if needed) the log of `key`; `table` holds the table's schemas.
+    async fn open(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>>;
+    /// Destroys the log of `key` when it is not open.
+    async fn destroy_closed(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<()>;
+}
+
+/// Compile-time check that [`LogProvider`] stays object-safe.
+fn _assert_log_provider_object_safe(_: &dyn LogProvider) {}
+
+/// Who serves a bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// This node.
+    Local,
+    /// Another node, at this advertised base URL (the API answers 307 there).
+    Remote(String),
+}
+
+/// The node's open logs.
+pub struct Logs {
+    provider: Arc<dyn LogProvider>,
+    open: Mutex<HashMap<LogKey, Arc<dyn BucketLog>>>,
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Logs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Logs").finish_non_exhaustive()
+    }
+}
+
+impl Logs {
+    /// A registry over `provider`.
+    pub fn new(provider: Arc<dyn LogProvider>) -> Self {
+        Logs {
+            provider,
+            open: Mutex::new(HashMap::new()),
+            closing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Who owns `key`. Single node: always this one.
+    pub fn owner(&self, _key: &LogKey) -> Owner {
+        Owner::Local
+    }
+
+    /// The open log of `key`, opening it on first use.
+    pub async fn get(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>> {
+        if self.closing.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(ApiError::ShuttingDown);
+        }
+        let mut open = self.open.lock().await;
+        if let Some(log) = open.get(key)
+            && !log.is_closed()
+        {
+            return Ok(Arc::clone(log));
+        }
+        let log = self.provider.open(key, table).await?;
+        open.insert(key.clone(), Arc::clone(&log));
+        Ok(log)
+    }
+
+    /// Destroys every bucket log of `table` (open or not).
+    pub async fn destroy_table(&self, info: &Arc<TableInfo>) -> ApiResult<()> {
+        let table = info.record();
+        let mut open = self.open.lock().await;
+        for partition in &table.partitions {
+            for bucket in 0..table.bucket_count {
+                let key = LogKey {
+                    table: table.name.clone(),
+                    partition: partition.clone(),
+                    bucket,
+                };
+                match open.remove(&key) {
+                    Some(log) => log.destroy().await?,
+                    None => self.provider.destroy_closed(&key, info).await?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses new opens and closes every open log (writer snapshots, streams closed).
+    pub async fn close_all(&self) -> ApiResult<()> {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Release);
+        let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = self.open.lock().await.drain().collect();
+        let mut first_error = None;
+        for (key, log) in logs {
+            if let Err(e) = log.close().await {
+                tracing::warn!(log = %key, error = %e, "closing a log failed");
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// How many logs are open.
+    pub async fn open_count(&self) -> usize {
+        self.open.lock().await.len()
+    }
+}

@@ -1,0 +1,212 @@
+//! `/metrics`: the node's counters in the Prometheus text format.
+//!
+//! The HTTP layer counts appends, reads and parked waiters itself; the engine's own counters (WAL
+//! PUTs, object GETs, uncompacted bytes) are read at scrape time by a collector, so nothing is
+//! counted twice. Reads are attributed to the tier that answered them: `memory` when the engine
+//! made no object GET during the read (tail and log cache), `object_store` otherwise.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use mink_s3stream::engine::Engine;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::registry::Registry;
+
+/// Label of the read tier counter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TierLabel {
+    /// `memory` or `object_store`.
+    pub tier: &'static str,
+}
+
+/// The node's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Append requests that appended (or deduplicated) batches.
+    pub appends: Counter,
+    /// Bytes of batches appended.
+    pub append_bytes: Counter,
+    /// Append requests answered as duplicates.
+    pub duplicates: Counter,
+    /// Read requests answered (range reads, long-polls, SSE batches).
+    pub reads: Counter,
+    /// Bytes of batches read.
+    pub read_bytes: Counter,
+    /// Reads by the tier that answered.
+    pub read_tiers: Family<TierLabel, Counter>,
+    /// Long-poll and SSE readers parked at the tail now.
+    pub waiters: Gauge,
+    /// Requests refused by the rate limit.
+    pub rate_limited: Counter,
+}
+
+impl Metrics {
+    /// Metrics, with the engine's counters included when given.
+    pub fn new(engine: Option<Engine>) -> Self {
+        let mut registry = Registry::with_prefix("mink");
+        let appends = Counter::default();
+        let append_bytes = Counter::default();
+        let duplicates = Counter::default();
+        let reads = Counter::default();
+        let read_bytes = Counter::default();
+        let read_tiers = Family::<TierLabel, Counter>::default();
+        let waiters = Gauge::default();
+        let rate_limited = Counter::default();
+        registry.register("appends", "Append requests served", appends.clone());
+        registry.register(
+            "append_bytes",
+            "Bytes of batches appended",
+            append_bytes.clone(),
+        );
+        registry.register(
+            "append_duplicates",
+            "Append requests that were retries of appended batches",
+            duplicates.clone(),
+        );
+        registry.register("reads", "Read requests served", reads.clone());
+        registry.register("read_bytes", "Bytes of batches read", read_bytes.clone());
+        registry.register(
+            "read_tier",
+            "Reads by the tier that answered them (memory: tail/log cache, object_store: GETs)",
+            read_tiers.clone(),
+        );
+        registry.register(
+            "waiters",
+            "Long-poll and SSE readers parked at the tail",
+            waiters.clone(),
+        );
+        registry.register(
+            "rate_limited",
+            "Requests refused by the rate limit",
+            rate_limited.clone(),
+        );
+        if let Some(engine) = engine {
+            registry.register_collector(Box::new(EngineCollector { engine }));
+        }
+        Metrics {
+            registry,
+            appends,
+            append_bytes,
+            duplicates,
+            reads,
+            read_bytes,
+            read_tiers,
+            waiters,
+            rate_limited,
+        }
+    }
+
+    /// The text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// Counts a read answered from `tier`.
+    pub fn read_from(&self, tier: &'static str) {
+        self.read_tiers.get_or_create(&TierLabel { tier }).inc();
+    }
+
+    /// A guard that counts one parked waiter while it lives.
+    pub fn park(self: &Arc<Self>) -> WaiterGuard {
+        self.waiters.inc();
+        WaiterGuard {
+            metrics: Arc::clone(self),
+        }
+    }
+}
+
+/// Counts a parked waiter until dropped.
+#[derive(Debug)]
+pub struct WaiterGuard {
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for WaiterGuard {
+    fn drop(&mut self) {
+        self.metrics.waiters.dec();
+    }
+}
+
+#[derive(Debug)]
+struct EngineCollector {
+    engine: Engine,
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: &AtomicU64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstCounter::new(value.load(Ordering::Relaxed));
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+impl Collector for EngineCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let wal = self.engine.wal_metrics();
+        let engine = self.engine.metrics();
+        counter(&mut encoder, "wal_puts", "WAL objects PUT", &wal.puts)?;
+        counter(
+            &mut encoder,
+            "wal_put_bytes",
+            "Bytes PUT in WAL objects",
+            &wal.put_bytes,
+        )?;
+        counter(
+            &mut encoder,
+            "wal_put_retries",
+            "WAL PUT attempts that failed and were retried",
+            &wal.put_retries,
+        )?;
+        counter(
+            &mut encoder,
+            "object_gets",
+            "GETs of committed objects",
+            &engine.object_gets,
+        )?;
+        counter(
+            &mut encoder,
+            "object_get_bytes",
+            "Bytes read from committed objects",
+            &engine.object_bytes_read,
+        )?;
+        counter(
+            &mut encoder,
+            "object_puts",
+            "Committed objects written by compaction",
+            &engine.objects_written,
+        )?;
+        counter(
+            &mut encoder,
+            "compactions",
+            "Compactions that committed something",
+            &engine.compactions,
+        )?;
+        let pending =
+            ConstGauge::new(i64::try_from(self.engine.uncompacted_bytes()).unwrap_or(i64::MAX));
+        pending.encode(encoder.encode_descriptor(
+            "wal_pending_bytes",
+            "Bytes appended on this node that still live only in WAL objects (not yet compacted)",
+            None,
+            pending.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
+impl Metrics {
+    /// GETs of committed objects so far (to attribute a read to a tier).
+    pub fn object_gets(engine: Option<&Engine>) -> u64 {
+        engine.map_or(0, |e| e.metrics().object_gets.load(Ordering::Relaxed))
+    }
+}

@@ -1,0 +1,229 @@
+//! Tables as the node sees them: the metadata's [`TableRecord`] plus the decoded Arrow schema of
+//! every schema version, cached in memory.
+//!
+//! Schema ids start at 1 and grow by one per added version. A table's [`TableSchemas`] is shared
+//! with its open logs, so a version added while they run is visible to them at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use mink_metadata::{Metadata, TableRecord};
+use parking_lot::RwLock;
+
+use crate::error::{ApiError, ApiResult};
+use crate::schema::JsonSchema;
+
+/// The first schema id of a table.
+pub const FIRST_SCHEMA_ID: u16 = 1;
+
+/// The decoded schemas of one table, by schema id.
+#[derive(Debug, Default)]
+pub struct TableSchemas {
+    schemas: RwLock<BTreeMap<i16, SchemaRef>>,
+}
+
+impl TableSchemas {
+    /// The schema of `schema_id`.
+    pub fn get(&self, schema_id: i16) -> Option<SchemaRef> {
+        self.schemas.read().get(&schema_id).cloned()
+    }
+
+    /// The newest schema id and its schema.
+    pub fn latest(&self) -> Option<(i16, SchemaRef)> {
+        self.schemas
+            .read()
+            .iter()
+            .next_back()
+            .map(|(id, s)| (*id, s.clone()))
+    }
+
+    fn insert(&self, schema_id: i16, schema: SchemaRef) {
+        self.schemas.write().entry(schema_id).or_insert(schema);
+    }
+}
+
+/// A table with its decoded schemas.
+#[derive(Debug)]
+pub struct TableInfo {
+    /// The metadata record as last read.
+    pub record: RwLock<TableRecord>,
+    /// Decoded schemas, shared with the table's open logs.
+    pub schemas: Arc<TableSchemas>,
+}
+
+impl TableInfo {
+    fn from_record(record: TableRecord) -> ApiResult<Self> {
+        let schemas = Arc::new(TableSchemas::default());
+        for (id, text) in &record.schemas {
+            schemas.insert(schema_id(*id)?, JsonSchema::parse_stored(text)?);
+        }
+        Ok(TableInfo {
+            record: RwLock::new(record),
+            schemas,
+        })
+    }
+
+    /// A copy of the record.
+    pub fn record(&self) -> TableRecord {
+        self.record.read().clone()
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> String {
+        self.record.read().name.clone()
+    }
+}
+
+fn schema_id(id: u16) -> ApiResult<i16> {
+    i16::try_from(id).map_err(|_| ApiError::Internal {
+        message: format!("schema id {id} does not fit the batch header"),
+    })
+}
+
+/// The tables of the cluster, cached.
+pub struct Tables {
+    metadata: Arc<Metadata>,
+    cache: RwLock<HashMap<String, Arc<TableInfo>>>,
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables").finish_non_exhaustive()
+    }
+}
+
+impl Tables {
+    /// A cache over `metadata`.
+    pub fn new(metadata: Arc<Metadata>) -> Self {
+        Tables {
+            metadata,
+            cache: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The table `name`, or [`ApiError::TableNotFound`].
+    pub async fn get(&self, name: &str) -> ApiResult<Arc<TableInfo>> {
+        if let Some(info) = self.cache.read().get(name) {
+            return Ok(Arc::clone(info));
+        }
+        check_name(name)?;
+        let record =
+            self.metadata
+                .get_table(name)
+                .await?
+                .ok_or_else(|| ApiError::TableNotFound {
+                    table: name.to_owned(),
+                })?;
+        let info = Arc::new(TableInfo::from_record(record)?);
+        Ok(Arc::clone(
+            self.cache.write().entry(name.to_owned()).or_insert(info),
+        ))
+    }
+
+    /// Creates a table.
+    pub async fn create(
+        &self,
+        name: &str,
+        schema: &JsonSchema,
+        buckets: u32,
+        partitions: Vec<String>,
+    ) -> ApiResult<Arc<TableInfo>> {
+        check_name(name)?;
+        if buckets == 0 {
+            return Err(ApiError::bad_request("a table needs at least one bucket"));
+        }
+        if partitions.is_empty() {
+            return Err(ApiError::bad_request(
+                "a table needs at least one partition",
+            ));
+        }
+        for (i, p) in partitions.iter().enumerate() {
+            check_segment("partition", p)?;
+            if partitions[..i].contains(p) {
+                return Err(ApiError::bad_request(format!(
+                    "partition `{p}` is listed twice"
+                )));
+            }
+        }
+        let arrow = schema.to_arrow()?;
+        let record = TableRecord {
+            name: name.to_owned(),
+            schemas: BTreeMap::from([(FIRST_SCHEMA_ID, JsonSchema::canonical(&arrow))]),
+            bucket_count: buckets,
+            partitions,
+        };
+        match self.metadata.create_table(&record).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == mink_metadata::ErrorKind::Conflict => {
+                return Err(ApiError::TableExists {
+                    table: name.to_owned(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let info = Arc::new(TableInfo::from_record(record)?);
+        self.cache
+            .write()
+            .insert(name.to_owned(), Arc::clone(&info));
+        Ok(info)
+    }
+
+    /// Every table.
+    pub async fn list(&self) -> ApiResult<Vec<TableRecord>> {
+        Ok(self.metadata.list_tables().await?)
+    }
+
+    /// Adds a schema version; returns its id (an identical newest schema returns its id again).
+    pub async fn add_schema(&self, name: &str, schema: &JsonSchema) -> ApiResult<u16> {
+        let info = self.get(name).await?;
+        let arrow = schema.to_arrow()?;
+        let text = JsonSchema::canonical(&arrow);
+        let record = info.record();
+        if let Some((id, latest)) = record.schemas.iter().next_back()
+            && *latest == text
+        {
+            return Ok(*id);
+        }
+        let next = record
+            .latest_schema_id()
+            .map_or(FIRST_SCHEMA_ID, |id| id.saturating_add(1));
+        schema_id(next)?;
+        let updated = self.metadata.add_schema(name, next, &text).await?;
+        // Another node may have added versions meanwhile: take them all.
+        for (id, text) in &updated.schemas {
+            let id16 = schema_id(*id)?;
+            if info.schemas.get(id16).is_none() {
+                info.schemas.insert(id16, JsonSchema::parse_stored(text)?);
+            }
+        }
+        *info.record.write() = updated;
+        Ok(next)
+    }
+
+    /// Removes the table record (the caller destroyed its logs first).
+    pub async fn delete(&self, name: &str) -> ApiResult<bool> {
+        check_name(name)?;
+        self.cache.write().remove(name);
+        Ok(self.metadata.delete_table(name).await?)
+    }
+}
+
+fn check_segment(what: &str, name: &str) -> ApiResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "{what} name `{name}` must be 1-200 characters of letters, digits, `-`, `_` or `.`"
+        )))
+    }
+}
+
+fn check_name(name: &str) -> ApiResult<()> {
+    check_segment("table", name)
+}

@@ -1,0 +1,215 @@
+//! [`BucketLog`] over `mink-tablet`: one [`Tablet`] per bucket on the node's s3stream engine, and
+//! the mapping of tablet errors to API errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use bytes::Bytes;
+use mink_s3stream::engine::Engine;
+use mink_tablet::{
+    Columns, ErrorKind, Isolation, Schemas, Tablet, TabletError, TabletId, TabletSettings,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{ApiError, ApiResult};
+use crate::log::{AppendOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
+use crate::tables::{TableInfo, TableSchemas};
+
+impl Schemas for TableSchemas {
+    fn schema(&self, schema_id: i16) -> Option<SchemaRef> {
+        self.get(schema_id)
+    }
+}
+
+/// Opens tablets on an engine.
+#[derive(Debug, Clone)]
+pub struct TabletProvider {
+    engine: Engine,
+    settings: TabletSettings,
+}
+
+impl TabletProvider {
+    /// A provider over `engine`.
+    pub fn new(engine: Engine, settings: TabletSettings) -> Self {
+        TabletProvider { engine, settings }
+    }
+}
+
+fn tablet_id(key: &LogKey) -> TabletId {
+    TabletId::new(key.table.clone(), key.partition.clone(), key.bucket)
+}
+
+#[async_trait]
+impl LogProvider for TabletProvider {
+    async fn open(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>> {
+        let tablet = Tablet::builder(tablet_id(key))
+            .engine(self.engine.clone())
+            .schemas(table.schemas.clone())
+            .settings(self.settings.clone())
+            .open_or_create()
+            .await
+            .map_err(map_error)?;
+        tracing::info!(log = %key, stream = tablet.stream_id(), "tablet opened");
+        Ok(Arc::new(TabletLog {
+            tablet,
+            closed: CancellationToken::new(),
+        }))
+    }
+
+    async fn destroy_closed(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<()> {
+        match Tablet::builder(tablet_id(key))
+            .engine(self.engine.clone())
+            .schemas(table.schemas.clone())
+            .settings(self.settings.clone())
+            .open()
+            .await
+        {
+            Ok(tablet) => tablet.destroy().await.map_err(map_error),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(map_error(e)),
+        }
+    }
+}
+
+/// One open tablet.
+struct TabletLog {
+    tablet: Tablet,
+    /// Cancelled by close and destroy so parked readers return.
+    closed: CancellationToken,
+}
+
+#[async_trait]
+impl BucketLog for TabletLog {
+    async fn append(&self, batches: Bytes) -> ApiResult<AppendOutcome> {
+        let result = self.tablet.append(batches).await.map_err(map_error)?;
+        Ok(AppendOutcome {
+            base_offset: result.base_offset(),
+            last_offset: result.next_offset().saturating_sub(1),
+            commit_timestamp: result.batches.last().map_or(0, |b| b.commit_timestamp),
+            duplicate: result.is_duplicate(),
+        })
+    }
+
+    async fn read(
+        &self,
+        from: u64,
+        until: Option<u64>,
+        columns: Option<&[String]>,
+        max_bytes: usize,
+    ) -> ApiResult<ReadChunk> {
+        let to = until.unwrap_or(u64::MAX);
+        if to <= from {
+            let offsets = self.offsets();
+            if from < offsets.log_start {
+                return Err(ApiError::OffsetTrimmed {
+                    offset: from,
+                    log_start: offsets.log_start,
+                });
+            }
+            return Ok(ReadChunk {
+                batches: Vec::new(),
+                next_offset: from,
+            });
+        }
+        let columns = columns.map(|c| Columns::Names(c.to_vec()));
+        let result = self
+            .tablet
+            .read(
+                from,
+                to,
+                columns.as_ref(),
+                Isolation::HighWatermark,
+                max_bytes,
+            )
+            .await
+            .map_err(map_error)?;
+        Ok(ReadChunk {
+            next_offset: result.next_offset,
+            batches: result.batches.into_iter().map(|b| b.bytes).collect(),
+        })
+    }
+
+    fn offsets(&self) -> LogOffsets {
+        let o = self.tablet.offsets();
+        LogOffsets {
+            log_start: o.log_start,
+            high_watermark: o.high_watermark,
+        }
+    }
+
+    async fn wait_past(&self, offset: u64, timeout: Duration) -> u64 {
+        tokio::select! {
+            hw = self.tablet.wait_past(offset, timeout) => hw,
+            _ = self.closed.cancelled() => self.tablet.high_watermark(),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.is_cancelled() || self.tablet.is_closed()
+    }
+
+    async fn offset_for_timestamp(&self, timestamp: i64) -> ApiResult<u64> {
+        self.tablet
+            .offset_for_timestamp(timestamp)
+            .await
+            .map_err(map_error)
+    }
+
+    async fn trim(&self, offset: u64) -> ApiResult<()> {
+        self.tablet.trim(offset).await.map_err(map_error)
+    }
+
+    async fn close(&self) -> ApiResult<()> {
+        self.closed.cancel();
+        self.tablet.close().await.map_err(map_error)
+    }
+
+    async fn destroy(&self) -> ApiResult<()> {
+        self.closed.cancel();
+        self.tablet.destroy().await.map_err(map_error)
+    }
+}
+
+/// Maps a tablet error to the API's taxonomy.
+pub fn map_error(error: TabletError) -> ApiError {
+    let message = error.to_string();
+    match error {
+        TabletError::OutOfOrderSequence {
+            writer_id,
+            expected,
+            received,
+            ..
+        } => ApiError::OutOfOrderSequence {
+            writer_id,
+            sequence: received,
+            expected,
+        },
+        TabletError::BelowLogStart { offset, log_start } => {
+            ApiError::OffsetTrimmed { offset, log_start }
+        }
+        TabletError::OffsetOutOfRange { offset, bound, .. } => ApiError::OffsetOutOfRange {
+            offset,
+            high_watermark: bound,
+        },
+        TabletError::FutureTimestamp { timestamp, now } => {
+            ApiError::FutureTimestamp { timestamp, now }
+        }
+        TabletError::TooLarge { limit, .. } => ApiError::PayloadTooLarge {
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        },
+        other => match other.kind() {
+            ErrorKind::InvalidBatch => ApiError::InvalidBatch { message },
+            ErrorKind::UnknownSchema => ApiError::invalid("unknown_schema", message),
+            ErrorKind::InvalidProjection => ApiError::invalid("unknown_column", message),
+            ErrorKind::OffsetOutOfRange => ApiError::invalid("invalid_range", message),
+            ErrorKind::NotFound => ApiError::NoSuchBucket { message },
+            ErrorKind::AlreadyExists | ErrorKind::Fenced => ApiError::Conflict { message },
+            ErrorKind::Closed | ErrorKind::Backpressure | ErrorKind::Unavailable => {
+                ApiError::Unavailable { message }
+            }
+            _ => ApiError::Internal { message },
+        },
+    }
+}
