@@ -845,7 +845,7 @@ impl Tablet {
                         let projection = match projections.entry(schema_id) {
                             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                             std::collections::hash_map::Entry::Vacant(v) => {
-                                v.insert(self.projection(schema_id, columns)?)
+                                v.insert(self.projection(schema_id, base, columns)?)
                             }
                         };
                         Bytes::from(projection.project(&view).map_err(|e| {
@@ -867,14 +867,16 @@ impl Tablet {
         Ok(out)
     }
 
-    fn projection(&self, schema_id: i16, columns: &Columns) -> Result<Projection> {
+    fn projection(&self, schema_id: i16, offset: u64, columns: &Columns) -> Result<Projection> {
         let schema = self
             .inner
             .schemas
             .schema(schema_id)
-            .ok_or(TabletError::UnknownSchema {
-                index: 0,
-                schema_id,
+            .ok_or_else(|| TabletError::Corrupt {
+                offset,
+                reason: format!(
+                    "the stored batch has schema id {schema_id}, which the table does not know"
+                ),
             })?;
         let projection = match columns {
             Columns::Names(names) => Projection::by_names(schema, names),
