@@ -2,7 +2,7 @@
 //!
 //! Each batch becomes one event: `data` is a JSON array of its rows (projected to `columns`), `id`
 //! is the offset after the batch. At the tail the stream parks on the log's high-watermark waiter,
-//! so an event leaves the moment its append is durable. Heartbeat comments (`:heartbeat`) keep
+//! so an event leaves the moment its append is durable. Heartbeat comments (`: heartbeat`) keep
 //! idle proxies from closing the connection, and the response ends after the recycle time (55 s by
 //! default). A client reconnecting with `Last-Event-ID` (or `offset`) continues exactly after the
 //! last event it saw: offsets, not the connection, carry the position. A failure after the

@@ -1,0 +1,189 @@
+//! The end-to-end HTTP suite against the embedded default (local-file objects, redb metadata),
+//! plus what only this crate can test: storage failures as 503, and the `mink` binary itself.
+
+#[macro_use]
+mod suite;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mink_metadata::MemoryKv;
+use mink_s3stream::storage::{FaultKind, FaultyStorage, ObjectStoreBackend, StorageOp};
+use mink_server::{Node, Settings};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+http_suite!(suite::embedded);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_failure_is_503_with_retry_after() {
+    let store = Arc::new(FaultyStorage::new(
+        Arc::new(ObjectStoreBackend::memory()),
+        7,
+    ));
+    let mut settings = Settings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..Settings::default()
+    };
+    settings.engine.wal.retry_deadline = Duration::from_millis(200);
+    settings.http.retry_after_secs = 3;
+    let node = Node::builder()
+        .settings(settings)
+        .object_store(store.clone())
+        .metadata(Arc::new(MemoryKv::new()))
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let created = http
+        .post(format!("{}/v1/tables", node.url()))
+        .json(&serde_json::json!({"name": "f", "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    store.set_failure_rate(StorageOp::Put, 1.0, FaultKind::Unavailable);
+    let r = http
+        .post(format!("{}/v1/tables/f/buckets/0/records", node.url()))
+        .body("{\"id\":1}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers().get("retry-after").unwrap(), "3");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "unavailable", "{body}");
+    // Nothing became readable.
+    let r = http
+        .get(format!("{}/v1/tables/f/buckets/0/offsets", node.url()))
+        .send()
+        .await
+        .unwrap();
+    let offsets: Value = r.json().await.unwrap();
+    assert_eq!(offsets["high_watermark"], 0);
+    node.abort();
+}
+
+/// The binary with no storage flags runs the embedded default in its data folder, serves, and
+/// exits 0 on SIGTERM after closing its tablets; a second run reads the data back.
+#[test]
+fn binary_serves_embedded_default_and_exits_0_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |dir: &std::path::Path| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mink"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+            .current_dir(dir)
+            .env_remove("MINK_CONFIG")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("the node logs that it serves").unwrap();
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v["fields"]["message"] == "mink node serving"
+            {
+                break v["fields"]["addr"].as_str().unwrap().to_owned();
+            }
+        };
+        // Keep draining the log so the child never blocks on a full pipe.
+        let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+        (child, format!("http://{addr}"), drain)
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::new();
+
+    let (mut child, url, drain) = run(dir.path());
+    rt.block_on(async {
+        let r = http
+            .post(format!("{url}/v1/tables"))
+            .json(&serde_json::json!({"name": "b", "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let r = http
+            .post(format!("{url}/v1/tables/b/buckets/0/records"))
+            .body("{\"id\":7}\n")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    });
+    assert!(dir.path().join("mink-data/meta.redb").exists());
+    assert!(dir.path().join("mink-data/objects").is_dir());
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let log = drain.join().unwrap();
+    assert!(exit.success(), "exit status {exit:?}; log: {log:#?}");
+    assert!(log.iter().any(|l| l.contains("tablets closed")), "{log:#?}");
+
+    let (mut child, url, _drain) = run(dir.path());
+    let text = rt.block_on(async {
+        http.get(format!("{url}/v1/tables/b/buckets/0/records?offset=0"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
+    assert_eq!(text, "{\"id\":7}\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn help_documents_every_setting() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mink"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--listen",
+        "--data-dir",
+        "--storage",
+        "--s3-endpoint",
+        "--s3-bucket",
+        "--s3-data-bucket",
+        "--s3-access-key",
+        "--s3-secret-key",
+        "--metadata",
+        "--etcd-endpoints",
+        "--max-body-bytes",
+        "--long-poll-timeout-ms",
+        "--sse-recycle-ms",
+        "--rate-limit",
+        "--config",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
+    }
+    assert!(
+        help.contains("127.0.0.1:6465"),
+        "the default port is documented"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_mink"))
+        .arg("default-config")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(Settings::from_toml(&text).unwrap(), Settings::default());
+}
