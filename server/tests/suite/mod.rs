@@ -651,11 +651,17 @@ pub async fn sse_with_curl(backend: Backend) {
     let curl = |extra: Vec<String>| {
         let url = url.clone();
         async move {
-            let mut command = tokio::process::Command::new("curl");
-            command.args(["-sN", "--max-time", "10", "-H", "Accept: text/event-stream"]);
-            command.args(extra).arg(url);
-            let out = command.output().await.expect("curl runs");
-            assert!(out.status.success(), "curl: {:?}", out);
+            let out = tokio::task::spawn_blocking(move || {
+                std::process::Command::new("curl")
+                    .args(["-sN", "--max-time", "10", "-H", "Accept: text/event-stream"])
+                    .args(extra)
+                    .arg(url)
+                    .output()
+                    .expect("curl runs")
+            })
+            .await
+            .unwrap();
+            assert!(out.status.success(), "curl: {out:?}");
             String::from_utf8(out.stdout).unwrap()
         }
     };
