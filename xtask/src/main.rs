@@ -160,12 +160,52 @@ fn lint() -> Result {
 fn bench(args: &[String]) -> Result {
     install::build_tools()?;
     let quick = args.iter().any(|a| a == "--quick");
+    let results = root().join("bench").join("results");
+    std::fs::create_dir_all(&results).map_err(|e| format!("create {}: {e}", results.display()))?;
+
     let mut criterion = cargo();
     criterion.args(["bench", "--package", "mink-codec", "--bench", "codec", "--"]);
     if quick {
         criterion.args(["--warm-up-time", "1", "--measurement-time", "2"]);
     }
-    run(criterion)
+    run(criterion)?;
+
+    // End-to-end figures of the stream engine on each store, each beside its raw baseline.
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--package",
+        "mink-s3stream",
+        "--features",
+        "test-util",
+        "--example",
+        "stream_bench",
+    ]);
+    run(build)?;
+    let services = services::Services::start()?;
+    let binary = root()
+        .join("target")
+        .join("release")
+        .join("examples")
+        .join("stream_bench");
+    let mut report = String::from("# Stream engine benchmarks\n\n");
+    for store in ["local", "moto", "s3-standard"] {
+        let out = results.join(format!("stream-{store}.md"));
+        let mut command = Command::new(&binary);
+        command.args(["--store", store, "--out"]).arg(&out);
+        if quick {
+            command.arg("--quick");
+        }
+        services.export(&mut command);
+        run(command)?;
+        report +=
+            &std::fs::read_to_string(&out).map_err(|e| format!("read {}: {e}", out.display()))?;
+    }
+    let summary = results.join("stream.md");
+    std::fs::write(&summary, report).map_err(|e| format!("write {}: {e}", summary.display()))?;
+    eprintln!("xtask: results in {}", results.display());
+    Ok(())
 }
 
 fn fuzz(args: &[String]) -> Result {
