@@ -146,6 +146,10 @@ impl StreamShared {
         sequencer.next
     }
 
+    pub(crate) fn offsets_start(&self) -> u64 {
+        self.start.load(Ordering::Acquire)
+    }
+
     pub(crate) fn set_start(&self, start: u64) {
         self.start.fetch_max(start, Ordering::AcqRel);
     }

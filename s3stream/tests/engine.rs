@@ -496,3 +496,79 @@ async fn a_tail_reader_is_served_from_the_tail_cache_without_gets() {
     let cache = engine.cache_metrics();
     assert!(cache.tail_hits >= 50, "{cache:?}");
 }
+
+/// [`manual`] with merging after three small objects and no grace period before deletion.
+fn eager_maintenance() -> EngineSettings {
+    let mut settings = no_tail_cache();
+    settings.compaction.stream_object_bytes = 1;
+    settings.compaction.merge_min_objects = 3;
+    settings.compaction.delete_grace = Duration::ZERO;
+    settings
+}
+
+#[tokio::test]
+async fn small_stream_objects_are_merged_and_reads_still_see_everything() {
+    let world = World::new();
+    let mut settings = eager_maintenance();
+    // Every stream's round gets its own (small) stream object.
+    settings.compaction.stream_object_bytes = 1;
+    let engine = world.engine("n1", settings.clone()).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    for _ in 0..5 {
+        append_n(&stream, 3).await;
+        engine.compact_now().await.unwrap();
+    }
+    let before = engine.metadata().list_objects().await.unwrap();
+    assert_eq!(before.len(), 5);
+    // Raise the threshold so the five objects count as small, then merge.
+    drop((stream, engine));
+    settings.compaction.stream_object_bytes = 1 << 20;
+    let engine = world.engine("n1", settings).await;
+    let stream = engine.open_stream(id).await.unwrap();
+    engine.maintain_now().await.unwrap();
+    let after = engine.metadata().list_objects().await.unwrap();
+    assert_eq!(after.len(), 1, "five small stream objects became one");
+    assert_eq!(after[0].ranges[0].start_offset, 0);
+    assert_eq!(after[0].ranges[0].end_offset, 30);
+    assert_eq!(read_all(&stream, 0).await, expected(0, 30));
+    // The replaced objects are gone from the store.
+    let data = world.storage.list("data/").await.unwrap();
+    assert_eq!(data.len(), 1);
+    assert_eq!(
+        engine
+            .metrics()
+            .merges
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
+
+#[tokio::test]
+async fn trimmed_and_deleted_objects_are_collected() {
+    let world = World::new();
+    let engine = world.engine("n1", eager_maintenance()).await;
+    let a = engine.create_stream().await.unwrap().id;
+    let b = engine.create_stream().await.unwrap().id;
+    let sa = engine.open_stream(a).await.unwrap();
+    let sb = engine.open_stream(b).await.unwrap();
+    append_n(&sa, 2).await;
+    engine.compact_now().await.unwrap();
+    append_n(&sa, 2).await;
+    append_n(&sb, 2).await;
+    engine.compact_now().await.unwrap();
+    assert_eq!(engine.metadata().list_objects().await.unwrap().len(), 3);
+    // Trimming a past its first object makes that object garbage; the others hold live data.
+    sa.trim(4).await.unwrap();
+    engine.maintain_now().await.unwrap();
+    let objects = engine.metadata().list_objects().await.unwrap();
+    assert_eq!(objects.len(), 2);
+    assert_eq!(world.storage.list("data/").await.unwrap().len(), 2);
+    assert_eq!(read_all(&sa, 4).await, expected(4, 8));
+    // Destroying b makes its object garbage too.
+    sb.destroy().await.unwrap();
+    engine.maintain_now().await.unwrap();
+    assert_eq!(engine.metadata().list_objects().await.unwrap().len(), 1);
+    assert_eq!(world.storage.list("data/").await.unwrap().len(), 1);
+    assert_eq!(read_all(&sa, 4).await, expected(4, 8));
+}

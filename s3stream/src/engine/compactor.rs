@@ -40,6 +40,17 @@ pub struct CompactionSettings {
     /// Wait after a failed round. Default 1 s.
     #[serde(with = "crate::duration_ms")]
     pub retry_backoff: Duration,
+    /// How often the second pass runs (merging small stream objects, collecting garbage).
+    /// Default 60 s.
+    #[serde(with = "crate::duration_ms")]
+    pub maintenance_interval: Duration,
+    /// A run of at least this many consecutive small stream objects of one stream is merged into
+    /// one. Default 4.
+    pub merge_min_objects: usize,
+    /// Objects removed from the metadata (merged or garbage) are deleted from the store after
+    /// this, so reads that looked them up just before still find them. Default 30 s.
+    #[serde(with = "crate::duration_ms")]
+    pub delete_grace: Duration,
 }
 
 impl Default for CompactionSettings {
@@ -50,6 +61,9 @@ impl Default for CompactionSettings {
             stream_object_bytes: 8 << 20,
             block_bytes: 1 << 20,
             retry_backoff: Duration::from_secs(1),
+            maintenance_interval: Duration::from_secs(60),
+            merge_min_objects: 4,
+            delete_grace: Duration::from_secs(30),
         }
     }
 }
@@ -59,6 +73,10 @@ impl Default for CompactionSettings {
 pub(crate) struct CompactorState {
     /// WAL ids below this are retired in the metadata.
     retired_below: u64,
+    /// Objects out of the metadata, waiting to be deleted.
+    pub(crate) pending: super::maintenance::PendingDeletes,
+    /// When the second pass last ran.
+    last_maintenance: Option<std::time::Instant>,
 }
 
 /// One stream's batches to commit.
@@ -103,7 +121,11 @@ pub(crate) async fn run(engine: Weak<EngineShared>) {
         let Some(shared) = engine.upgrade() else {
             return;
         };
-        match compact(&shared).await {
+        let outcome = match compact(&shared).await {
+            Ok(()) => maintain_if_due(&shared).await,
+            Err(error) => Err(error),
+        };
+        match outcome {
             Ok(()) => {}
             Err(StreamError::Failpoint(name)) => {
                 tracing::warn!(failpoint = name, "compactor stops at a failpoint");
@@ -117,6 +139,36 @@ pub(crate) async fn run(engine: Weak<EngineShared>) {
             }
         }
     }
+}
+
+/// Runs the second pass when its interval has passed.
+async fn maintain_if_due(engine: &EngineShared) -> Result<()> {
+    let mut state = engine.compaction_lock.lock().await;
+    let interval = engine.settings.compaction.maintenance_interval;
+    if state
+        .last_maintenance
+        .is_some_and(|t| t.elapsed() < interval)
+    {
+        return Ok(());
+    }
+    state.last_maintenance = Some(std::time::Instant::now());
+    super::maintenance::run_once(engine, &mut state).await
+}
+
+/// The second pass now (merges, garbage), then deletes what waited out its grace period.
+pub(crate) async fn maintain(engine: &EngineShared) -> Result<()> {
+    let mut state = engine.compaction_lock.lock().await;
+    if engine.halted() {
+        return Err(StreamError::ShutDown);
+    }
+    state.last_maintenance = Some(std::time::Instant::now());
+    super::maintenance::run_once(engine, &mut state).await
+}
+
+/// Deletes every object waiting for deletion, grace period or not (at shutdown).
+pub(crate) async fn delete_pending(engine: &EngineShared) {
+    let mut state = engine.compaction_lock.lock().await;
+    super::maintenance::delete_expired(engine, &mut state, true).await;
 }
 
 /// One compaction round.
@@ -324,7 +376,7 @@ pub(crate) async fn commit_parts(
     Ok(ends)
 }
 
-async fn put_with_retry(
+pub(crate) async fn put_with_retry(
     storage: &std::sync::Arc<dyn ObjectStorage>,
     key: &str,
     bytes: bytes::Bytes,

@@ -16,6 +16,7 @@
 //! data never depends on more than one generation of WAL objects.
 
 mod compactor;
+mod maintenance;
 mod reader;
 mod recovery;
 
@@ -94,6 +95,10 @@ pub struct EngineMetrics {
     pub object_bytes_written: AtomicU64,
     /// WAL objects deleted after compaction.
     pub wal_objects_deleted: AtomicU64,
+    /// Committed objects deleted (merged away or garbage).
+    pub objects_deleted: AtomicU64,
+    /// Runs of small stream objects merged into one.
+    pub merges: AtomicU64,
     /// GETs of committed objects.
     pub object_gets: AtomicU64,
     /// Bytes read from committed objects.
@@ -367,6 +372,13 @@ impl Engine {
         self.shared.compact_now().await
     }
 
+    /// Runs the compactor's second pass now: merges runs of small stream objects, collects
+    /// objects that are wholly trimmed or belong to deleted streams, and deletes objects whose
+    /// grace period is over.
+    pub async fn maintain_now(&self) -> Result<()> {
+        compactor::maintain(&self.shared).await
+    }
+
     /// Engine counters.
     pub fn metrics(&self) -> &EngineMetrics {
         &self.shared.metrics
@@ -401,6 +413,7 @@ impl Engine {
         } else {
             Ok(())
         };
+        compactor::delete_pending(&self.shared).await;
         if let Some(task) = lock(&self.compactor).take() {
             task.abort();
         }
