@@ -110,7 +110,10 @@ fn payload(offset: u64) -> Bytes {
 async fn append_n(stream: &Stream, n: u64) {
     for _ in 0..n {
         let next = stream.offsets().next;
-        let pending = stream.append_at(next, 3, payload(next)).await.expect("append");
+        let pending = stream
+            .append_at(next, 3, payload(next))
+            .await
+            .expect("append");
         tokio::time::timeout(Duration::from_secs(30), pending.durable())
             .await
             .expect("durable in time")
