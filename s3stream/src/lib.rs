@@ -7,6 +7,7 @@ mod duration_ms;
 pub mod engine;
 pub mod error;
 pub mod failpoints;
+mod le;
 pub mod log_cache;
 pub mod object;
 pub mod storage;

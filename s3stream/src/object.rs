@@ -49,6 +49,8 @@ use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::le::{u32_at, u64_at};
+
 use crate::log_cache::StreamBatch;
 
 /// Last bytes of every committed object.
@@ -410,34 +412,19 @@ pub fn decode_block(
     Ok(batches)
 }
 
+/// `len` bytes at `position`, or a truncation error naming `field`.
 fn take<'a>(
     bytes: &'a [u8],
     position: usize,
     len: usize,
     field: &'static str,
 ) -> Result<&'a [u8], ObjectFormatError> {
-    bytes
-        .get(position..)
-        .and_then(|rest| rest.get(..len))
-        .ok_or(ObjectFormatError::Truncated {
-            field,
-            position,
-            needed: len,
-            available: bytes.len().saturating_sub(position),
-        })
-}
-
-// Callers pass slices whose length `take` has checked.
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(word)
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
+    crate::le::take(bytes, position, len).map_err(|short| ObjectFormatError::Truncated {
+        field,
+        position: short.position,
+        needed: short.needed,
+        available: short.available,
+    })
 }
 
 #[cfg(test)]

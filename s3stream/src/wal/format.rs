@@ -30,6 +30,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::le::{u32_at, u64_at};
+
 /// First bytes of every WAL object.
 pub const WAL_MAGIC: [u8; 4] = *b"MKWL";
 /// The version this module writes and reads.
@@ -214,33 +216,17 @@ pub fn decode(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
 
 /// `len` bytes at `position`, or a truncation error naming `field`.
 fn take<'a>(
-    object: &'a [u8],
+    bytes: &'a [u8],
     position: usize,
     len: usize,
     field: &'static str,
 ) -> Result<&'a [u8], WalFormatError> {
-    object
-        .get(position..)
-        .and_then(|rest| rest.get(..len))
-        .ok_or(WalFormatError::Truncated {
-            field,
-            position,
-            needed: len,
-            available: object.len().saturating_sub(position),
-        })
-}
-
-// Callers pass slices whose length `take` has checked.
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(word)
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
+    crate::le::take(bytes, position, len).map_err(|short| WalFormatError::Truncated {
+        field,
+        position: short.position,
+        needed: short.needed,
+        available: short.available,
+    })
 }
 
 #[cfg(test)]
