@@ -138,10 +138,7 @@ impl NodeBuilder {
     /// backends they name.
     pub async fn from_settings(settings: Settings) -> Result<Self, NodeError> {
         let storage = |what: &'static str| move |source| NodeError::Storage { what, source };
-        let (wal, data): (Arc<dyn ObjectStorage>, Option<Arc<dyn ObjectStorage>>) = match settings
-            .storage
-            .backend
-        {
+        let (wal, data): Stores = match settings.storage.backend {
             StorageBackend::Local => {
                 let dir = settings.local_objects_dir();
                 std::fs::create_dir_all(&dir).map_err(|e| NodeError::Settings {
@@ -175,6 +172,7 @@ impl NodeBuilder {
                 (wal, data)
             }
         };
+        let (wal, data) = inject_faults(&settings, wal, data)?;
         let kv: Arc<dyn MetaKv> = match settings.metadata.backend {
             MetadataBackend::Redb => {
                 let path = settings.redb_path();
@@ -282,6 +280,64 @@ impl NodeBuilder {
     }
 }
 
+/// The WAL store and, when separate, the data store.
+type Stores = (Arc<dyn ObjectStorage>, Option<Arc<dyn ObjectStorage>>);
+
+/// Wraps the object stores in fault-injecting ones when `settings.chaos` asks for it (only in a
+/// build with the cargo feature `chaos`; other builds refuse the section).
+#[cfg(feature = "chaos")]
+fn inject_faults(
+    settings: &Settings,
+    wal: Arc<dyn ObjectStorage>,
+    data: Option<Arc<dyn ObjectStorage>>,
+) -> Result<Stores, NodeError> {
+    use mink_s3stream::storage::{FaultKind, FaultyStorage, StorageOp};
+    let Some(chaos) = &settings.chaos else {
+        return Ok((wal, data));
+    };
+    if !(0.0..=1.0).contains(&chaos.put_failure_rate) {
+        return Err(NodeError::Settings {
+            message: format!(
+                "chaos.put_failure_rate is {}; it must be between 0 and 1",
+                chaos.put_failure_rate
+            ),
+        });
+    }
+    tracing::warn!(
+        ?chaos,
+        "chaos build: injecting faults into object storage PUTs"
+    );
+    let wrap = |store: Arc<dyn ObjectStorage>, seed: u64| -> Arc<dyn ObjectStorage> {
+        let faulty = FaultyStorage::new(store, seed);
+        faulty.set_failure_rate(
+            StorageOp::Put,
+            chaos.put_failure_rate,
+            FaultKind::Unavailable,
+        );
+        faulty.set_put_delay(Duration::from_millis(chaos.put_delay_ms));
+        Arc::new(faulty)
+    };
+    let data = data.map(|d| wrap(d, chaos.seed.wrapping_add(1)));
+    Ok((wrap(wal, chaos.seed), data))
+}
+
+#[cfg(not(feature = "chaos"))]
+fn inject_faults(
+    settings: &Settings,
+    wal: Arc<dyn ObjectStorage>,
+    data: Option<Arc<dyn ObjectStorage>>,
+) -> Result<Stores, NodeError> {
+    match settings.chaos {
+        None => Ok((wal, data)),
+        Some(_) => Err(NodeError::Settings {
+            message: "the [chaos] section (fault injection) needs a mink built with the cargo \
+                      feature `chaos` (cargo xtask chaos builds one); remove it from the \
+                      configuration"
+                .to_owned(),
+        }),
+    }
+}
+
 /// A running node.
 pub struct Node {
     addr: SocketAddr,
@@ -351,5 +407,25 @@ impl Node {
         }
         self.state.shutdown.cancel();
         self.engine.abort();
+    }
+}
+
+#[cfg(all(test, not(feature = "chaos")))]
+mod tests {
+    use super::*;
+    use crate::settings::ChaosSettings;
+
+    #[tokio::test]
+    async fn chaos_settings_are_refused_without_the_chaos_feature() {
+        let mut settings = Settings::default();
+        settings.storage.backend = StorageBackend::Memory;
+        settings.metadata.backend = MetadataBackend::Memory;
+        assert!(NodeBuilder::from_settings(settings.clone()).await.is_ok());
+        settings.chaos = Some(ChaosSettings::default());
+        let error = NodeBuilder::from_settings(settings).await.unwrap_err();
+        assert!(
+            matches!(&error, NodeError::Settings { message } if message.contains("feature `chaos`")),
+            "{error}"
+        );
     }
 }

@@ -58,6 +58,11 @@ pub struct Settings {
     pub http: HttpSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
+    /// Fault injection into the object store, for crash-safety runs (`cargo xtask chaos`) only.
+    /// Honoured only by a `mink` built with the cargo feature `chaos`; any other build refuses
+    /// to start when the section is present. Absent by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chaos: Option<ChaosSettings>,
 }
 
 impl Default for Settings {
@@ -70,6 +75,7 @@ impl Default for Settings {
             metadata: MetadataSettings::default(),
             http: HttpSettings::default(),
             engine: EngineSettings::default(),
+            chaos: None,
         }
     }
 }
@@ -100,6 +106,21 @@ impl Settings {
             .clone()
             .unwrap_or_else(|| self.data_dir.join("meta.redb"))
     }
+}
+
+/// Faults injected into every object store of the node (the `[chaos]` section): each PUT is
+/// first delayed by `put_delay_ms`, then fails as "unavailable" (a retryable error) with
+/// probability `put_failure_rate`. The WAL and the compactor retry such failures, so the node
+/// keeps going unless a PUT fails for longer than `engine.wal.retry_deadline`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChaosSettings {
+    /// Probability (0.0 to 1.0) that a PUT fails. Default 0.
+    pub put_failure_rate: f64,
+    /// Delay added to every PUT, in milliseconds. Default 0.
+    pub put_delay_ms: u64,
+    /// Seed of the fault RNG, so a run can be replayed. Default 0.
+    pub seed: u64,
 }
 
 /// Which object store backend.
@@ -267,5 +288,23 @@ mod tests {
         assert_eq!(s.listen.port(), 8080);
         assert_eq!(s.http.long_poll_timeout_ms, 25_000);
         assert!(Settings::from_toml("[http]\nlong_pol_timeout_ms = 3").is_err());
+    }
+
+    #[test]
+    fn chaos_section_is_absent_by_default_and_parses_when_given() {
+        assert!(!Settings::default().to_toml().contains("[chaos]"));
+        let s =
+            Settings::from_toml("[chaos]\nput_failure_rate = 0.25\nput_delay_ms = 40\nseed = 7")
+                .unwrap();
+        assert_eq!(
+            s.chaos,
+            Some(ChaosSettings {
+                put_failure_rate: 0.25,
+                put_delay_ms: 40,
+                seed: 7
+            })
+        );
+        assert!(Settings::from_toml(&s.to_toml()).unwrap() == s);
+        assert!(Settings::from_toml("[chaos]\nput_failure = 1").is_err());
     }
 }
