@@ -202,6 +202,15 @@ pub fn schema_id_of(batch: &Bytes) -> ApiResult<i16> {
         })
 }
 
+/// The offset of a stored batch's first row.
+pub fn base_offset_of(batch: &Bytes) -> ApiResult<u64> {
+    BatchView::new(batch.clone())
+        .map(|v| u64::try_from(v.base_offset()).unwrap_or(0))
+        .map_err(|e| ApiError::Internal {
+            message: format!("a stored batch has a bad header: {e}"),
+        })
+}
+
 /// The offset after a stored batch.
 pub fn next_offset_of(batch: &Bytes) -> ApiResult<u64> {
     BatchView::new(batch.clone())

@@ -140,7 +140,10 @@ pub enum Owner {
 /// The node's open logs.
 pub struct Logs {
     provider: Arc<dyn LogProvider>,
-    open: Mutex<HashMap<LogKey, Arc<dyn BucketLog>>>,
+    /// Open logs; read on every request, so a plain read lock.
+    open: parking_lot::RwLock<HashMap<LogKey, Arc<dyn BucketLog>>>,
+    /// Serialises opens, drops and shutdown (an open can take a while: it replays the log).
+    changes: Mutex<()>,
     closing: std::sync::atomic::AtomicBool,
 }
 
@@ -155,7 +158,8 @@ impl Logs {
     pub fn new(provider: Arc<dyn LogProvider>) -> Self {
         Logs {
             provider,
-            open: Mutex::new(HashMap::new()),
+            open: parking_lot::RwLock::new(HashMap::new()),
+            changes: Mutex::new(()),
             closing: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -170,21 +174,29 @@ impl Logs {
         if self.closing.load(std::sync::atomic::Ordering::Acquire) {
             return Err(ApiError::ShuttingDown);
         }
-        let mut open = self.open.lock().await;
-        if let Some(log) = open.get(key)
+        if let Some(log) = self.open.read().get(key)
+            && !log.is_closed()
+        {
+            return Ok(Arc::clone(log));
+        }
+        let _changing = self.changes.lock().await;
+        if self.closing.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(ApiError::ShuttingDown);
+        }
+        if let Some(log) = self.open.read().get(key)
             && !log.is_closed()
         {
             return Ok(Arc::clone(log));
         }
         let log = self.provider.open(key, table).await?;
-        open.insert(key.clone(), Arc::clone(&log));
+        self.open.write().insert(key.clone(), Arc::clone(&log));
         Ok(log)
     }
 
     /// Destroys every bucket log of `table` (open or not).
     pub async fn destroy_table(&self, info: &Arc<TableInfo>) -> ApiResult<()> {
         let table = info.record();
-        let mut open = self.open.lock().await;
+        let _changing = self.changes.lock().await;
         for partition in &table.partitions {
             for bucket in 0..table.bucket_count {
                 let key = LogKey {
@@ -192,7 +204,8 @@ impl Logs {
                     partition: partition.clone(),
                     bucket,
                 };
-                match open.remove(&key) {
+                let open = self.open.write().remove(&key);
+                match open {
                     Some(log) => log.destroy().await?,
                     None => self.provider.destroy_closed(&key, info).await?,
                 }
@@ -205,7 +218,8 @@ impl Logs {
     pub async fn close_all(&self) -> ApiResult<()> {
         self.closing
             .store(true, std::sync::atomic::Ordering::Release);
-        let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = self.open.lock().await.drain().collect();
+        let _changing = self.changes.lock().await;
+        let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = self.open.write().drain().collect();
         let mut first_error = None;
         for (key, log) in logs {
             if let Err(e) = log.close().await {
@@ -217,7 +231,7 @@ impl Logs {
     }
 
     /// How many logs are open.
-    pub async fn open_count(&self) -> usize {
-        self.open.lock().await.len()
+    pub fn open_count(&self) -> usize {
+        self.open.read().len()
     }
 }

@@ -260,6 +260,13 @@ impl NodeBuilder {
         let app = api::router(state.clone());
         let stop = shutdown.clone();
         let server = tokio::spawn(async move {
+            // No Nagle: SSE events are small writes that must leave at once, not after the
+            // peer's delayed ACK (~40 ms).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                }
+            });
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await

@@ -202,6 +202,16 @@ fn bench(args: &[String]) -> Result {
         report +=
             &std::fs::read_to_string(&out).map_err(|e| format!("read {}: {e}", out.display()))?;
     }
+    // End-to-end HTTP figures of the node: append latency beside raw PUTs, delivery after the ack.
+    let http_out = results.join("http.md");
+    let mut http = cargo();
+    http.args(["bench", "--package", "mink-server", "--bench", "http", "--", "--out"])
+        .arg(&http_out);
+    if quick {
+        http.arg("--quick");
+    }
+    services.export(&mut http);
+    run(http)?;
     let summary = results.join("stream.md");
     std::fs::write(&summary, report).map_err(|e| format!("write {}: {e}", summary.display()))?;
     eprintln!("xtask: results in {}", results.display());

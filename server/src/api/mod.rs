@@ -197,6 +197,7 @@ impl RateLimiter {
     }
 }
 
+/// Admits the request through the rate limit and logs it when done.
 async fn rate_limit(State(state): State<Shared>, request: Request, next: Next) -> Response {
     if let Some(limiter) = &state.limiter
         && !limiter.admit()
@@ -204,7 +205,18 @@ async fn rate_limit(State(state): State<Shared>, request: Request, next: Next) -
         state.metrics.rate_limited.inc();
         return ApiError::RateLimited.into_response();
     }
-    next.run(request).await
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    tracing::debug!(
+        %method,
+        %path,
+        status = response.status().as_u16(),
+        micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        "request"
+    );
+    response
 }
 
 /// Milliseconds since the Unix epoch.

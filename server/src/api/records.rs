@@ -375,13 +375,7 @@ fn render(
                 let schema = match &first {
                     Some((first_id, schema)) if *first_id == id => schema.clone(),
                     Some(_) => {
-                        next_offset = format::next_offset_of(b)?
-                            - u64::try_from(
-                                mink_codec::BatchView::new(b.clone())
-                                    .map(|v| v.record_count())
-                                    .unwrap_or(0),
-                            )
-                            .unwrap_or(0);
+                        next_offset = format::base_offset_of(b)?;
                         break;
                     }
                     None => {
@@ -394,23 +388,14 @@ fn render(
                     rows.push(r);
                 }
             }
-            match first {
-                Some((_, schema)) => format::rows_to_arrow(&schema, &rows)?,
+            let schema = match first {
+                Some((_, schema)) => schema,
                 None => {
-                    let (_, schema) = info.schemas.latest().ok_or_else(|| ApiError::Internal {
-                        message: "table has no schema".to_owned(),
-                    })?;
-                    let schema = match columns {
-                        Some(c) => read_schema(
-                            info,
-                            info.schemas.latest().map_or(0, |(id, _)| id),
-                            Some(c),
-                        )?,
-                        None => schema,
-                    };
-                    format::rows_to_arrow(&schema, &[])?
+                    let latest = info.schemas.latest().map_or(0, |(id, _)| id);
+                    read_schema(info, latest, columns)?
                 }
-            }
+            };
+            format::rows_to_arrow(&schema, &rows)?
         }
     };
     Ok((body, next_offset))
