@@ -205,8 +205,16 @@ fn bench(args: &[String]) -> Result {
     // End-to-end HTTP figures of the node: append latency beside raw PUTs, delivery after the ack.
     let http_out = results.join("http.md");
     let mut http = cargo();
-    http.args(["bench", "--package", "mink-server", "--bench", "http", "--", "--out"])
-        .arg(&http_out);
+    http.args([
+        "bench",
+        "--package",
+        "mink-server",
+        "--bench",
+        "http",
+        "--",
+        "--out",
+    ])
+    .arg(&http_out);
     if quick {
         http.arg("--quick");
     }
