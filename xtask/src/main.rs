@@ -8,11 +8,14 @@
 //! cargo xtask bench [--quick] criterion micro-benchmarks
 //! cargo xtask fuzz [TARGET] [--seconds N]   run a cargo-fuzz target for a bounded time
 //! cargo xtask services        start etcd and moto, print their addresses, wait for Ctrl-C
+//! cargo xtask chaos [ARGS]    kill -9 the node at random moments under load, check nothing
+//!                             acknowledged is lost or duplicated (see chaos.rs)
 //! ```
 //!
 //! The crate has no dependencies so that it builds in seconds on a fresh machine: everything it
 //! needs (processes, free ports, a readiness probe over plain HTTP) is done with the standard library.
 
+mod chaos;
 mod install;
 mod services;
 
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         "bench" => bench(&rest),
         "fuzz" => fuzz(&rest),
         "services" => services_only(),
+        "chaos" => chaos::chaos(&rest),
         "" | "help" | "-h" | "--help" => {
             eprintln!("{}", USAGE);
             Ok(())
@@ -58,7 +62,10 @@ commands:
   bench [--quick]   criterion micro-benchmarks
   fuzz [TARGET] [--seconds N]
                     run a cargo-fuzz target of the codec (default: decode, 60 s)
-  services          start etcd and moto for manual testing and wait for Ctrl-C";
+  services          start etcd and moto for manual testing and wait for Ctrl-C
+  chaos [--backend embedded|s3-etcd|both] [--kills N] [--seconds S] [--seed N] [--debug]
+                    crash-safety run: kill -9 the node under load (some lives with injected
+                    PUT failures and delays), check every acknowledged row is there exactly once";
 
 /// The workspace root (the parent of this crate's folder).
 fn root() -> PathBuf {
@@ -116,6 +123,10 @@ fn test(args: &[String]) -> Result {
         doc.args(["test", "--workspace", "--doc"]);
         services.export(&mut doc);
         if let Err(e) = run(doc) {
+            outcome = outcome.and(Err(e));
+        }
+        // The short crash-safety run (issue 8): a few kills on each backend, about a minute.
+        if let Err(e) = chaos::short(&services) {
             outcome = outcome.and(Err(e));
         }
     }
