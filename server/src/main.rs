@@ -30,6 +30,12 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Every flag also reads the environment variable shown. The engine's \
+settings (WAL group commit and retries, compaction, back-pressure) live in the config file only: \
+`mink default-config` prints the whole file with every default. Precedence: flags and environment \
+over the file over the defaults."
+)]
 struct ServeArgs {
     /// TOML configuration file (see `mink default-config`); flags override it.
     #[arg(long, env = "MINK_CONFIG")]
