@@ -187,3 +187,87 @@ fn help_documents_every_setting() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(Settings::from_toml(&text).unwrap(), Settings::default());
 }
+
+/// Shutdown waits for an append whose WAL PUT is still in flight: the writer gets its 200, and a
+/// node started afterwards on the same storage reads the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_appends_in_flight() {
+    let store = Arc::new(FaultyStorage::new(
+        Arc::new(ObjectStoreBackend::memory()),
+        11,
+    ));
+    let kv = Arc::new(MemoryKv::new());
+    let start = || {
+        Node::builder()
+            .settings(Settings {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                ..Settings::default()
+            })
+            .object_store(store.clone())
+            .metadata(kv.clone())
+            .start()
+    };
+    let node = start().await.unwrap();
+    let http = reqwest::Client::new();
+    let url = node.url();
+    let created = http
+        .post(format!("{url}/v1/tables"))
+        .json(&serde_json::json!({"name": "d", "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    store.set_put_delay(Duration::from_millis(500));
+    let append = {
+        let http = http.clone();
+        let url = format!("{url}/v1/tables/d/buckets/0/records");
+        tokio::spawn(async move { http.post(url).body("{\"id\":42}\n").send().await })
+    };
+    // The append is in the engine (not yet durable) once bytes are pending.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = http
+            .get(format!("{url}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics
+            .lines()
+            .any(|l| l.starts_with("mink_wal_pending_bytes ") && !l.ends_with(" 0"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the append never reached the engine"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    node.shutdown().await.expect("clean shutdown");
+    let response = append
+        .await
+        .unwrap()
+        .expect("the in-flight append was answered");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["base_offset"], 0);
+
+    store.clear();
+    let node = start().await.unwrap();
+    let text = http
+        .get(format!(
+            "{}/v1/tables/d/buckets/0/records?offset=0",
+            node.url()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(text, "{\"id\":42}\n");
+    node.shutdown().await.unwrap();
+}
