@@ -322,6 +322,7 @@ fn inject_faults(
             FaultKind::Unavailable,
         );
         faulty.set_put_delay(Duration::from_millis(chaos.put_delay_ms));
+        faulty.set_fail_after_write(chaos.put_fail_after_write);
         Arc::new(faulty)
     };
     let data = data.map(|d| wrap(d, chaos.seed.wrapping_add(1)));

@@ -110,7 +110,7 @@ impl Settings {
 
 /// Faults injected into every object store of the node (the `[chaos]` section): each PUT is
 /// first delayed by `put_delay_ms`, then fails as "unavailable" (a retryable error) with
-/// probability `put_failure_rate`. The WAL and the compactor retry such failures, so the node
+/// probability `put_failure_rate` (after reaching the store when `put_fail_after_write`). The WAL and the compactor retry such failures, so the node
 /// keeps going unless a PUT fails for longer than `engine.wal.retry_deadline`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -119,6 +119,9 @@ pub struct ChaosSettings {
     pub put_failure_rate: f64,
     /// Delay added to every PUT, in milliseconds. Default 0.
     pub put_delay_ms: u64,
+    /// When true, a PUT chosen to fail first reaches the store and only then reports the
+    /// failure, as a PUT whose answer was lost. Default false.
+    pub put_fail_after_write: bool,
     /// Seed of the fault RNG, so a run can be replayed. Default 0.
     pub seed: u64,
 }
@@ -293,14 +296,16 @@ mod tests {
     #[test]
     fn chaos_section_is_absent_by_default_and_parses_when_given() {
         assert!(!Settings::default().to_toml().contains("[chaos]"));
-        let s =
-            Settings::from_toml("[chaos]\nput_failure_rate = 0.25\nput_delay_ms = 40\nseed = 7")
-                .unwrap();
+        let s = Settings::from_toml(
+            "[chaos]\nput_failure_rate = 0.25\nput_delay_ms = 40\nput_fail_after_write = true\nseed = 7",
+        )
+        .unwrap();
         assert_eq!(
             s.chaos,
             Some(ChaosSettings {
                 put_failure_rate: 0.25,
                 put_delay_ms: 40,
+                put_fail_after_write: true,
                 seed: 7
             })
         );

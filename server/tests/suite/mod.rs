@@ -4,7 +4,11 @@
 //!
 //! Included by `server/tests/http_embedded.rs` and `tests/tests/http_s3_etcd.rs`.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "shared by two test crates, each using a different part"
+)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
