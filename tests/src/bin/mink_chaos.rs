@@ -185,6 +185,10 @@ impl Rng {
 struct Faults {
     put_failure_rate: f64,
     put_delay_ms: u64,
+    /// Failed PUTs land first (a PUT whose answer was lost).
+    fail_after_write: bool,
+    /// A short WAL retry deadline, so the WAL gives up and appends get 503 until the next life.
+    wal_deadline_ms: Option<u64>,
     seed: u64,
 }
 
@@ -253,10 +257,14 @@ impl NodeProcess {
         // Compact often, so kills also land between uploads, commits and WAL deletes.
         let _ = writeln!(c, "[engine.compaction]\ninterval = 300");
         if let Some(f) = faults {
+            if let Some(ms) = f.wal_deadline_ms {
+                let _ = writeln!(c, "[engine.wal]\nretry_deadline = {ms}");
+            }
             let _ = writeln!(
                 c,
-                "[chaos]\nput_failure_rate = {}\nput_delay_ms = {}\nseed = {}",
-                f.put_failure_rate, f.put_delay_ms, f.seed
+                "[chaos]\nput_failure_rate = {}\nput_delay_ms = {}\nput_fail_after_write = {}\n\
+                 seed = {}",
+                f.put_failure_rate, f.put_delay_ms, f.fail_after_write, f.seed
             );
         }
         c
@@ -1005,6 +1013,12 @@ async fn run(options: Options) -> Result<Report, Error> {
     };
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    // Run a private copy: a build in the shared target folder must not swap the binary mid-run.
+    let mut options = options;
+    let copy = dir.join("mink");
+    std::fs::copy(&options.node, &copy)
+        .map_err(|e| format!("copy {} to {}: {e}", options.node.display(), copy.display()))?;
+    options.node = copy;
     let mut node = NodeProcess::new(&options, &dir)?;
     eprintln!(
         "mink_chaos: backend {:?}, seed {}, {} kills over ~{}s, {} buckets x {} writers, faults \
@@ -1072,7 +1086,7 @@ async fn run(options: Options) -> Result<Report, Error> {
             // Wait for the moment, and for some progress in this life (unless faults stall it).
             while life_started.elapsed() < wait
                 || (acked_count(&ctx) == acked_before
-                    && life_started.elapsed() < wait + Duration::from_secs(20))
+                    && life_started.elapsed() < wait + Duration::from_secs(5))
             {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -1085,10 +1099,21 @@ async fn run(options: Options) -> Result<Report, Error> {
             if early { ", during start" } else { "" },
             acked_count(&ctx)
         );
-        let faults = (kill < options.kills && rng.unit() < options.faults).then(|| Faults {
-            put_failure_rate: rng.pick(&[0.05, 0.2, 0.4]),
-            put_delay_ms: rng.pick(&[0, 0, 20, 100, 400]),
-            seed: rng.next_u64() >> 1,
+        let faults = (kill < options.kills && rng.unit() < options.faults).then(|| {
+            // A third of the faulty lives give the WAL a short deadline, so it really fails.
+            let wal_deadline_ms = (rng.unit() < 0.33).then_some(50);
+            let rates: &[f64] = if wal_deadline_ms.is_some() {
+                &[0.2, 0.4]
+            } else {
+                &[0.05, 0.2, 0.4]
+            };
+            Faults {
+                put_failure_rate: rng.pick(rates),
+                put_delay_ms: rng.pick(&[0, 0, 20, 100, 400]),
+                fail_after_write: rng.unit() < 0.5,
+                wal_deadline_ms,
+                seed: rng.next_u64() >> 1,
+            }
         });
         faulty_lives += u32::from(faults.is_some());
         node.start(faults)?;
