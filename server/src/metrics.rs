@@ -2,8 +2,10 @@
 //!
 //! The HTTP layer counts appends, reads and parked waiters itself; the engine's own counters (WAL
 //! PUTs, object GETs, uncompacted bytes) are read at scrape time by a collector, so nothing is
-//! counted twice. Reads are attributed to the tier that answered them: `memory` when the engine
-//! made no object GET during the read (tail and log cache), `object_store` otherwise.
+//! counted twice: `mink_cache_hits_total{tier}` and `mink_cache_misses_total{tier}` come from the
+//! engine's tail, block and index caches. `mink_read_tier_total` attributes each HTTP read to
+//! `memory` when the engine made no object GET while serving it, `object_store` otherwise (exact
+//! with one reader, approximate under concurrent reads).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -192,6 +194,35 @@ impl Collector for EngineCollector {
             "Compactions that committed something",
             &engine.compactions,
         )?;
+        let cache = self.engine.cache_metrics();
+        let hits = ConstCounter::new(0u64);
+        let mut family = encoder.encode_descriptor(
+            "cache_hits",
+            "Reads answered by a cache tier (tail: batches; block_memory/block_disk: pages; index)",
+            None,
+            hits.metric_type(),
+        )?;
+        for (tier, value) in [
+            ("tail", cache.tail_hits),
+            ("block_memory", cache.block_memory_hits),
+            ("block_disk", cache.block_disk_hits),
+            ("index", cache.index_hits),
+        ] {
+            ConstCounter::new(value).encode(family.encode_family(&[("tier", tier)])?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "cache_misses",
+            "Reads a cache tier could not answer (block misses are loaded with a ranged GET)",
+            None,
+            hits.metric_type(),
+        )?;
+        for (tier, value) in [
+            ("tail", cache.tail_misses),
+            ("block", cache.block_misses),
+            ("index", cache.index_loads),
+        ] {
+            ConstCounter::new(value).encode(family.encode_family(&[("tier", tier)])?)?;
+        }
         let pending =
             ConstGauge::new(i64::try_from(self.engine.uncompacted_bytes()).unwrap_or(i64::MAX));
         pending.encode(encoder.encode_descriptor(

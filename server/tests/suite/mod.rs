@@ -1083,6 +1083,11 @@ pub async fn health_metrics_and_shutdown(backend: Backend) {
     h.metric("mink_object_gets_total").await;
     h.metric("mink_wal_pending_bytes").await;
     assert!(h.metric("mink_read_tier_total{tier=\"memory\"}").await >= 1.0);
+    assert!(
+        h.metric("mink_cache_hits_total{tier=\"tail\"}").await >= 1.0,
+        "the tail read hit the tail cache"
+    );
+    h.metric("mink_cache_misses_total{tier=\"block\"}").await;
 
     // A parked long-poll ends when the node shuts down; shutdown is clean.
     let url = format!("{}?offset=1&live=long-poll", h.records("m"));
