@@ -110,8 +110,9 @@ impl Settings {
 
 /// Faults injected into every object store of the node (the `[chaos]` section): each PUT is
 /// first delayed by `put_delay_ms`, then fails as "unavailable" (a retryable error) with
-/// probability `put_failure_rate` (after reaching the store when `put_fail_after_write`). The WAL and the compactor retry such failures, so the node
-/// keeps going unless a PUT fails for longer than `engine.wal.retry_deadline`.
+/// probability `put_failure_rate` (after reaching the store when `put_fail_after_write`). The
+/// WAL and the compactor retry such failures, so the node keeps going unless a PUT fails for
+/// longer than `engine.wal.retry_deadline`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChaosSettings {
