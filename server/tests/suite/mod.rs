@@ -581,6 +581,24 @@ pub async fn tail_reads_and_long_poll(backend: Backend) {
         Some("2")
     );
     assert_eq!(h.metric("mink_waiters").await, 0.0);
+
+    // The log closing (its table dropped) releases a parked long-poll at once.
+    let url = format!(
+        "{}?offset=2&live=long-poll&timeout_ms=20000",
+        h.records("lp")
+    );
+    let client = h.http.clone();
+    let poll = tokio::spawn(async move { client.get(url).send().await.unwrap() });
+    h.wait_metric("mink_waiters", 1.0).await;
+    let started = Instant::now();
+    let dropped = h.http.delete(h.v1("tables/lp")).send().await.unwrap();
+    assert_eq!(dropped.status(), StatusCode::OK);
+    let r = tokio::time::timeout(Duration::from_secs(5), poll)
+        .await
+        .expect("the drop released the long-poll")
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 /// Reads one SSE connection to its end with the eventsource client; returns (id, rows) pairs.
