@@ -82,7 +82,8 @@ impl Default for BlockCacheSettings {
 pub struct ReadaheadSettings {
     /// Window of a reader the first time it is seen reading sequentially. Default: 512 KiB.
     pub start_bytes: u64,
-    /// Growth of the window each time a sequential reader still had to wait for a load. Default: 512 KiB.
+    /// Least growth of the window each time a sequential reader still had to wait for a load (it
+    /// doubles, growing by at least this). Default: 512 KiB.
     pub growth_bytes: u64,
     /// Largest window. Default: 32 MiB.
     pub max_bytes: u64,

@@ -22,11 +22,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mink_metadata::{MemoryKv, Metadata, MetadataOptions};
+use mink_metadata::{MemoryKv, MetaKv, Metadata, MetadataOptions};
 use mink_s3stream::engine::{Engine, EngineSettings};
 use mink_s3stream::storage::{
     CountingStorage, LatencyProfile, LatencyStorage, ObjectStorage, ObjectStoreBackend, S3Config,
 };
+use mink_s3stream::stream::ReadBound;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -96,14 +97,21 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-async fn engine(storage: Arc<dyn ObjectStorage>) -> Result<Engine, Error> {
-    let metadata =
-        Arc::new(Metadata::open(Arc::new(MemoryKv::new()), MetadataOptions::default()).await?);
+async fn engine(storage: Arc<dyn ObjectStorage>, kv: Arc<dyn MetaKv>) -> Result<Engine, Error> {
+    engine_with_settings(storage, kv, EngineSettings::default()).await
+}
+
+async fn engine_with_settings(
+    storage: Arc<dyn ObjectStorage>,
+    kv: Arc<dyn MetaKv>,
+    settings: EngineSettings,
+) -> Result<Engine, Error> {
+    let metadata = Arc::new(Metadata::open(kv, MetadataOptions::default()).await?);
     Ok(Engine::builder()
         .node("bench")
         .wal_storage(storage)
         .metadata(metadata)
-        .settings(EngineSettings::default())
+        .settings(settings)
         .open()
         .await?)
 }
@@ -115,7 +123,8 @@ async fn main() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let raw = store(&options.store, dir.path())?;
     let counting = Arc::new(CountingStorage::new(raw.clone()));
-    let engine = engine(counting.clone()).await?;
+    let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+    let engine = engine(counting.clone(), kv.clone()).await?;
     let mut report = format!(
         "## Stream engine on `{}`{}\n\n",
         options.store,
@@ -242,7 +251,123 @@ async fn main() -> Result<(), Error> {
         ms(p50),
         ms(p99),
     );
+
+    // 4. A reader following a writer at the tail.
+    let id = engine.create_stream().await?.id;
+    let writer = engine.open_stream(id).await?;
+    let reader = writer.clone();
+    let appends = if options.quick { 2000 } else { 10000 };
+    let (cache_before, gets_before) = (engine.cache_metrics(), counting.counts().gets);
+    let follow = tokio::spawn(async move {
+        let (mut cursor, mut reads) = (0u64, 0u64);
+        while cursor < appends {
+            reader.wait_past(cursor, Duration::from_secs(10)).await;
+            let batches = reader
+                .fetch(cursor, u64::MAX, 1 << 20, ReadBound::Confirmed)
+                .await?;
+            reads += 1;
+            cursor = batches.last().map_or(cursor, |b| b.end_offset());
+        }
+        Ok::<_, mink_s3stream::error::StreamError>(reads)
+    });
+    let small = Bytes::from(vec![7u8; 1024]);
+    for _ in 0..appends {
+        writer.append(1, small.clone()).await?.durable().await?;
+    }
+    let reads = follow.await??;
+    let cache = engine.cache_metrics();
+    let tail_hits = cache.tail_hits - cache_before.tail_hits;
+    let tail_gets = counting.counts().gets - gets_before;
+    report += &format!(
+        "### Tail reader ({appends} appends of 1 KiB, a reader following with wait_past)\n\n\
+         | | figure |\n|---|---|\n\
+         | reads | {reads} |\n| served by the tail cache | {tail_hits} (**{:.1}%**, goal >= 99%) |\n\
+         | object-store GETs | **{tail_gets}** (goal: 0) |\n\n",
+        100.0 * tail_hits as f64 / reads.max(1) as f64,
+    );
+
+    // 5. Catch-up replay from committed objects: cold (a new engine, empty caches) and warm,
+    //    against raw sequential GETs of the same objects.
+    let total: u64 = if options.quick { 128 << 20 } else { 1 << 30 };
+    let id = engine.create_stream().await?.id;
+    let history = engine.open_stream(id).await?;
+    let chunk = Bytes::from(vec![0x5eu8; 256 << 10]);
+    let mut in_flight = std::collections::VecDeque::new();
+    for _ in 0..total / chunk.len() as u64 {
+        in_flight.push_back(history.append(1, chunk.clone()).await?);
+        if in_flight.len() >= 16
+            && let Some(pending) = in_flight.pop_front()
+        {
+            pending.durable().await?;
+        }
+    }
+    for pending in in_flight {
+        pending.durable().await?;
+    }
+    history.close().await?;
     engine.shutdown().await?;
+    let objects: Vec<_> = engine
+        .metadata()
+        .list_objects()
+        .await?
+        .into_iter()
+        .filter(|o| o.ranges.iter().any(|r| r.stream_id == id))
+        .collect();
+    let started = Instant::now();
+    let mut raw_bytes = 0u64;
+    for object in &objects {
+        raw_bytes += raw.get(&object.key).await?.len() as u64;
+    }
+    let raw_get = raw_bytes as f64 / started.elapsed().as_secs_f64() / 1e6;
+    let replayer =
+        engine_with_settings(counting.clone(), kv.clone(), EngineSettings::default()).await?;
+    let history = replayer.open_stream(id).await?;
+    let replay = |label: &'static str| {
+        let history = history.clone();
+        async move {
+            let started = Instant::now();
+            let (mut cursor, mut bytes) = (0u64, 0u64);
+            let end = history.offsets().confirm;
+            while cursor < end {
+                let batches = history
+                    .fetch(cursor, u64::MAX, 4 << 20, ReadBound::Confirmed)
+                    .await?;
+                for batch in batches {
+                    bytes += batch.payload.len() as u64;
+                    cursor = batch.end_offset();
+                }
+            }
+            let mbps = bytes as f64 / started.elapsed().as_secs_f64() / 1e6;
+            Ok::<_, Error>((label, bytes, mbps))
+        }
+    };
+    let cold = replay("cold").await?;
+    let after_cold = replayer.cache_metrics();
+    let warm = replay("warm").await?;
+    report += &format!(
+        "### Catch-up replay of {} MiB from committed objects ({} objects)\n\n\
+         | | MB/s | ratio to raw GET |\n|---|---|---|\n\
+         | raw sequential GET of the same objects | {raw_get:.1} | 1.00x |\n",
+        total >> 20,
+        objects.len(),
+    );
+    for (label, bytes, mbps) in [cold, warm] {
+        assert_eq!(bytes, total, "the replay read every byte");
+        report += &format!(
+            "| replay, {label} caches | {mbps:.1} | **{:.2}x** |\n",
+            mbps / raw_get
+        );
+    }
+    report += &format!(
+        "\nCold replay: {} loads ({} by readahead, {} readahead skipped), {} MiB loaded. Block \
+         cache: {} MiB of memory, so a replay larger than that cannot be warm.\n\n",
+        after_cold.loads,
+        after_cold.readahead_loads,
+        after_cold.readahead_skipped,
+        after_cold.bytes_loaded >> 20,
+        EngineSettings::default().cache.block.memory_bytes >> 20
+    );
+    replayer.shutdown().await?;
     print!("{report}");
     if let Some(out) = options.out {
         std::fs::write(out, &report)?;

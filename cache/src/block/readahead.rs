@@ -69,6 +69,15 @@ impl ReadaheadState {
             Some((id, end)) if id == object_id => end.min(object_size),
             _ => object_size,
         };
+        // A reader that reads again what it just read (a caller resuming inside the last range)
+        // neither advances nor breaks its sequential run.
+        if let Some(last) = self.last
+            && last.object_id == object_id
+            && range.start >= last.start
+            && range.end <= last.end
+        {
+            return None;
+        }
         let sequential = match self.last {
             Some(last) if last.object_id == object_id => {
                 range.start >= last.start && range.start <= last.end && range.end > last.end
@@ -90,8 +99,10 @@ impl ReadaheadState {
         self.window = if self.window == 0 {
             settings.start_bytes
         } else if waited {
+            // Double (at least `growth_bytes` more) while the reader still waits, so a replay
+            // reaches the full window after a handful of loads, not dozens.
             self.window
-                .saturating_add(settings.growth_bytes)
+                .saturating_add(self.window.max(settings.growth_bytes))
                 .min(settings.max_bytes)
         } else {
             self.window
@@ -117,6 +128,30 @@ mod tests {
     use super::*;
 
     const KIB: u64 = 1024;
+
+    #[test]
+    fn rereading_the_last_range_keeps_the_window() {
+        let settings = ReadaheadSettings::default();
+        let mut state = ReadaheadState::new();
+        let size = 64 * 1024 * KIB;
+        let step = 1024 * KIB;
+        for i in 0..4 {
+            state.advance(&settings, 1, size, &(i * step..(i + 1) * step), true);
+        }
+        let window = state.window();
+        assert!(window > settings.start_bytes);
+        assert_eq!(
+            state.advance(&settings, 1, size, &(3 * step + 10..4 * step), false),
+            None
+        );
+        assert_eq!(state.window(), window, "a re-read keeps the window");
+        assert!(
+            state
+                .advance(&settings, 1, size, &(4 * step..5 * step), true)
+                .is_some()
+        );
+        assert!(state.window() >= window);
+    }
 
     fn settings() -> ReadaheadSettings {
         ReadaheadSettings {
