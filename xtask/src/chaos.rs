@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::services::Services;
-use crate::{Result, cargo, root, run};
+use crate::{Result, cargo, run, target_dir};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Backend {
@@ -114,9 +114,7 @@ fn build(release: bool) -> Result<PathBuf> {
         "mink_chaos",
     ]);
     run(build)?;
-    Ok(root()
-        .join("target")
-        .join(if release { "release" } else { "debug" }))
+    Ok(target_dir().join(if release { "release" } else { "debug" }))
 }
 
 fn drive(

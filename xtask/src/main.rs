@@ -75,6 +75,14 @@ fn root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set (relative to the root), else `target/`.
+fn target_dir() -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root().join(dir),
+        _ => root().join("target"),
+    }
+}
+
 fn cargo() -> Command {
     let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(root());
@@ -195,8 +203,7 @@ fn bench(args: &[String]) -> Result {
     ]);
     run(build)?;
     let services = services::Services::start()?;
-    let binary = root()
-        .join("target")
+    let binary = target_dir()
         .join("release")
         .join("examples")
         .join("stream_bench");
@@ -260,7 +267,7 @@ fn fuzz(args: &[String]) -> Result {
         .current_dir(root().join("codec").join("fuzz"))
         // cargo-fuzz needs nightly-only compiler flags; this machine has one stable toolchain.
         .env("RUSTC_BOOTSTRAP", "1")
-        .env("CARGO_TARGET_DIR", root().join("target").join("fuzz"))
+        .env("CARGO_TARGET_DIR", target_dir().join("fuzz"))
         .args(["fuzz", "run", &target, "--"])
         .arg(format!("-max_total_time={seconds}"));
     run(command)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{Result, install, root};
+use crate::{Result, install, target_dir};
 
 /// Bucket created on the S3 server for the tests; they keep apart by key prefix.
 const TEST_BUCKET: &str = "mink-test";
@@ -30,7 +30,7 @@ impl Services {
         let moto_bin = install::moto_server()?;
         let scratch = std::env::temp_dir().join(format!("mink-xtask-{}", std::process::id()));
         fs::create_dir_all(&scratch).map_err(|e| format!("create {}: {e}", scratch.display()))?;
-        let logs = root().join("target").join("xtask");
+        let logs = target_dir().join("xtask");
         fs::create_dir_all(&logs).map_err(|e| format!("create {}: {e}", logs.display()))?;
         let mut services = Services {
             children: Vec::new(),
