@@ -184,7 +184,10 @@ async fn run(ops: Vec<Op>) {
                     .log
                     .iter()
                     .copied()
-                    .filter(|(base, rows)| base + rows > from && *base < to.min(model.next))
+                    // An empty range reads nothing, even from inside a batch.
+                    .filter(|(base, rows)| {
+                        from < to && base + rows > from && *base < to.min(model.next)
+                    })
                     .collect();
                 // Each read returns a non-empty prefix of what is left (one batch at max_bytes 1);
                 // following next_offset yields exactly the model's batches.
