@@ -298,9 +298,23 @@ fn inject_faults(
     wal: Arc<dyn ObjectStorage>,
     data: Option<Arc<dyn ObjectStorage>>,
 ) -> Result<Stores, NodeError> {
-    use mink_s3stream::storage::{FaultKind, FaultyStorage, StorageOp};
+    use mink_s3stream::storage::{
+        FaultKind, FaultyStorage, LatencyProfile, LatencyStorage, StorageOp,
+    };
     let Some(chaos) = &settings.chaos else {
         return Ok((wal, data));
+    };
+    let profile = match chaos.latency_profile.as_deref() {
+        None => None,
+        Some("s3-standard") => Some(LatencyProfile::s3_standard()),
+        Some("s3-express") => Some(LatencyProfile::s3_express_one_zone()),
+        Some(other) => {
+            return Err(NodeError::Settings {
+                message: format!(
+                    "chaos.latency_profile is `{other}`; it must be `s3-standard` or `s3-express`"
+                ),
+            });
+        }
     };
     if !(0.0..=1.0).contains(&chaos.put_failure_rate) {
         return Err(NodeError::Settings {
@@ -315,6 +329,11 @@ fn inject_faults(
         "chaos build: injecting faults into object storage PUTs"
     );
     let wrap = |store: Arc<dyn ObjectStorage>, seed: u64| -> Arc<dyn ObjectStorage> {
+        // The latency model sits under the faults: a failed PUT has waited like a real one.
+        let store = match profile {
+            Some(profile) => Arc::new(LatencyStorage::new(store, profile, seed)),
+            None => store,
+        };
         let faulty = FaultyStorage::new(store, seed);
         faulty.set_failure_rate(
             StorageOp::Put,

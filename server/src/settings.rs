@@ -125,6 +125,10 @@ pub struct ChaosSettings {
     pub put_fail_after_write: bool,
     /// Seed of the fault RNG, so a run can be replayed. Default 0.
     pub seed: u64,
+    /// Latency model the object stores wear, for benchmarks (`cargo xtask bench`): `s3-standard`
+    /// or `s3-express` (see `mink_s3stream::storage::LatencyProfile`). Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_profile: Option<String>,
 }
 
 /// Which object store backend.
@@ -307,10 +311,16 @@ mod tests {
                 put_failure_rate: 0.25,
                 put_delay_ms: 40,
                 put_fail_after_write: true,
-                seed: 7
+                seed: 7,
+                latency_profile: None,
             })
         );
         assert!(Settings::from_toml(&s.to_toml()).unwrap() == s);
         assert!(Settings::from_toml("[chaos]\nput_failure = 1").is_err());
+        let s = Settings::from_toml("[chaos]\nlatency_profile = \"s3-standard\"").unwrap();
+        assert_eq!(
+            s.chaos.and_then(|c| c.latency_profile).as_deref(),
+            Some("s3-standard")
+        );
     }
 }

@@ -5,7 +5,7 @@
 //!                             (moto) on free ports, run every test in the workspace, stop them
 //! cargo xtask serve [ARGS]    install what the build needs, run the node (release) on the embedded default
 //! cargo xtask lint            cargo fmt --check and clippy -D warnings
-//! cargo xtask bench [--quick] criterion micro-benchmarks
+//! cargo xtask bench [--quick] micro and end-to-end benchmarks, report in bench/results/ (see bench.rs)
 //! cargo xtask fuzz [TARGET] [--seconds N]   run a cargo-fuzz target for a bounded time
 //! cargo xtask services        start etcd and moto, print their addresses, wait for Ctrl-C
 //! cargo xtask chaos [ARGS]    kill -9 the node at random moments under load, check nothing
@@ -15,6 +15,7 @@
 //! The crate has no dependencies so that it builds in seconds on a fresh machine: everything it
 //! needs (processes, free ports, a readiness probe over plain HTTP) is done with the standard library.
 
+mod bench;
 mod chaos;
 mod install;
 mod services;
@@ -34,7 +35,7 @@ fn main() -> ExitCode {
         "test" => test(&rest),
         "serve" => serve(&rest),
         "lint" => lint(),
-        "bench" => bench(&rest),
+        "bench" => bench::bench(&rest),
         "fuzz" => fuzz(&rest),
         "services" => services_only(),
         "chaos" => chaos::chaos(&rest),
@@ -59,7 +60,9 @@ commands:
   test [ARGS]       install what is missing, start etcd and moto, run every test (ARGS go to nextest)
   serve [ARGS]      install what is missing, run the node in release mode (ARGS go to `mink serve`)
   lint              cargo fmt --check, cargo clippy --all-targets -D warnings
-  bench [--quick]   criterion micro-benchmarks
+  bench [--quick]   benchmarks: codec micro-benchmarks, the stream engine, and the release node
+                    over HTTP on local files, moto and the S3 Standard latency model, each
+                    beside a raw baseline; report and charts in bench/results/{quick,full}/
   fuzz [TARGET] [--seconds N]
                     run a cargo-fuzz target of the codec (default: decode, 60 s)
   services          start etcd and moto for manual testing and wait for Ctrl-C
@@ -174,74 +177,6 @@ fn lint() -> Result {
         "warnings",
     ]);
     run(clippy)
-}
-
-fn bench(args: &[String]) -> Result {
-    install::build_tools()?;
-    let quick = args.iter().any(|a| a == "--quick");
-    let results = root().join("bench").join("results");
-    std::fs::create_dir_all(&results).map_err(|e| format!("create {}: {e}", results.display()))?;
-
-    let mut criterion = cargo();
-    criterion.args(["bench", "--package", "mink-codec", "--bench", "codec", "--"]);
-    if quick {
-        criterion.args(["--warm-up-time", "1", "--measurement-time", "2"]);
-    }
-    run(criterion)?;
-
-    // End-to-end figures of the stream engine on each store, each beside its raw baseline.
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--package",
-        "mink-s3stream",
-        "--features",
-        "test-util",
-        "--example",
-        "stream_bench",
-    ]);
-    run(build)?;
-    let services = services::Services::start()?;
-    let binary = target_dir()
-        .join("release")
-        .join("examples")
-        .join("stream_bench");
-    let mut report = String::from("# Stream engine benchmarks\n\n");
-    for store in ["local", "moto", "s3-standard"] {
-        let out = results.join(format!("stream-{store}.md"));
-        let mut command = Command::new(&binary);
-        command.args(["--store", store, "--out"]).arg(&out);
-        if quick {
-            command.arg("--quick");
-        }
-        services.export(&mut command);
-        run(command)?;
-        report +=
-            &std::fs::read_to_string(&out).map_err(|e| format!("read {}: {e}", out.display()))?;
-    }
-    // End-to-end HTTP figures of the node: append latency beside raw PUTs, delivery after the ack.
-    let http_out = results.join("http.md");
-    let mut http = cargo();
-    http.args([
-        "bench",
-        "--package",
-        "mink-server",
-        "--bench",
-        "http",
-        "--",
-        "--out",
-    ])
-    .arg(&http_out);
-    if quick {
-        http.arg("--quick");
-    }
-    services.export(&mut http);
-    run(http)?;
-    let summary = results.join("stream.md");
-    std::fs::write(&summary, report).map_err(|e| format!("write {}: {e}", summary.display()))?;
-    eprintln!("xtask: results in {}", results.display());
-    Ok(())
 }
 
 fn fuzz(args: &[String]) -> Result {

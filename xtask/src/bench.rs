@@ -1,0 +1,359 @@
+//! `cargo xtask bench [--quick]`: the benchmark of issue 8, one command, a report a skeptical user
+//! can check. Every end-to-end figure stands beside a baseline measured in the same run against
+//! the same store.
+//!
+//! 1. The codec's criterion micro-benchmarks (validate vs memcpy, projection vs decode-all).
+//! 2. The stream engine in process (`s3stream/examples/stream_bench.rs`) on local files, moto and
+//!    the S3 Standard latency model: idle append vs raw PUT, group commit, tail reader, replay.
+//! 3. The node's in-process HTTP bench (`server/benches/http.rs`).
+//! 4. The release node as a real process (`tests/src/bin/mink_bench.rs`, built with the `chaos`
+//!    feature so that it can wear the S3 Standard latency model) on the same three stores: the
+//!    seven items of the issue.
+//! 5. Charts (PNG) drawn with matplotlib from the driver's CSV files, in a Python virtual
+//!    environment under `.tools/venv` (created on first use, as for moto).
+//!
+//! Everything lands in `bench/results/quick/` or `bench/results/full/`: `report.md` (machine,
+//! date, commit, duration, then one table per item), the per-part Markdown and CSV files, and
+//! `latency.png`, `replay.png`. `--quick` runs fewer samples and smaller volumes and skips parts 2
+//! and 3 (under 5 minutes on a 2-core machine once built).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::services::Services;
+use crate::{Result, cargo, install, root, run};
+
+/// The stores every end-to-end part runs against.
+const STORES: [&str; 3] = ["local", "moto", "s3-standard"];
+
+/// `cargo xtask bench [--quick]`.
+pub(crate) fn bench(args: &[String]) -> Result {
+    let quick = args.iter().any(|a| a == "--quick");
+    if let Some(other) = args.iter().find(|a| *a != "--quick") {
+        return Err(format!("unknown bench option `{other}` (only --quick)"));
+    }
+    install::build_tools()?;
+    let mode = if quick { "quick" } else { "full" };
+    let results = root().join("bench").join("results").join(mode);
+    std::fs::create_dir_all(&results).map_err(|e| format!("create {}: {e}", results.display()))?;
+    let python = matplotlib()?;
+
+    // Build everything first, so the time measured below is the benchmark's.
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--package",
+        "mink-s3stream",
+        "--features",
+        "test-util",
+        "--example",
+        "stream_bench",
+    ]);
+    run(build)?;
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--package",
+        "mink-server",
+        "--package",
+        "mink-tests",
+        "--features",
+        "mink-server/chaos",
+        "--bin",
+        "mink",
+        "--bin",
+        "mink_bench",
+    ]);
+    run(build)?;
+    // A private copy of the node: `cargo bench -p mink-server` below rebuilds target/release/mink
+    // without the `chaos` feature (the bench profile shares the release folder).
+    let release = root().join("target").join("release");
+    let node = root().join("target").join("xtask").join("mink-bench-node");
+    std::fs::create_dir_all(root().join("target").join("xtask"))
+        .map_err(|e| format!("create target/xtask: {e}"))?;
+    std::fs::copy(release.join("mink"), &node)
+        .map_err(|e| format!("copy the node binary to {}: {e}", node.display()))?;
+    let mut build = cargo();
+    build.args([
+        "bench",
+        "--no-run",
+        "--package",
+        "mink-codec",
+        "--bench",
+        "codec",
+        "--package",
+        "mink-server",
+        "--bench",
+        "http",
+    ]);
+    run(build)?;
+
+    let started = Instant::now();
+    let mut criterion = cargo();
+    criterion.args(["bench", "--package", "mink-codec", "--bench", "codec", "--"]);
+    if quick {
+        criterion.args(["--warm-up-time", "1", "--measurement-time", "2"]);
+    }
+    run(criterion)?;
+
+    let services = Services::start()?;
+
+    // The release node as a real process, on each store.
+    for store in STORES {
+        let mut command = Command::new(release.join("mink_bench"));
+        command
+            .arg("--node")
+            .arg(&node)
+            .args(["--store", store, "--out"])
+            .arg(&results);
+        if quick {
+            command.arg("--quick");
+        }
+        services.export(&mut command);
+        run(command)?;
+    }
+
+    // The stream engine in process, on each store (full runs only: the node's figures above
+    // answer the same questions, and `--quick` must stay under 5 minutes on two cores).
+    let mut engine = String::new();
+    for store in STORES.iter().filter(|_| !quick) {
+        let out = results.join(format!("stream-{store}.md"));
+        let mut command = Command::new(release.join("examples").join("stream_bench"));
+        command.args(["--store", store, "--out"]).arg(&out);
+        if quick {
+            command.arg("--quick");
+        }
+        services.export(&mut command);
+        run(command)?;
+        engine += &read(&out)?;
+    }
+    // The node in process: HTTP append vs raw PUT, delivery after the ack (full runs only).
+    let http_out = results.join("http.md");
+    let mut http = cargo();
+    if quick {
+        drop(services);
+        return finish(&python, &results, mode, started, "", None);
+    }
+    http.args([
+        "bench",
+        "--package",
+        "mink-server",
+        "--bench",
+        "http",
+        "--",
+        "--out",
+    ])
+    .arg(&http_out);
+    if quick {
+        http.arg("--quick");
+    }
+    services.export(&mut http);
+    run(http)?;
+    drop(services);
+    finish(&python, &results, mode, started, &engine, Some(&http_out))
+}
+
+/// Draws the charts and writes `report.md`.
+fn finish(
+    python: &Path,
+    results: &Path,
+    mode: &str,
+    started: Instant,
+    engine: &str,
+    http_out: Option<&Path>,
+) -> Result {
+    charts(python, results)?;
+    let seconds = started.elapsed().as_secs();
+    let mut report = header(mode, seconds);
+    for store in STORES {
+        report += &read(&results.join(format!("node-{store}.md")))?;
+    }
+    report += "## Charts\n\n![Latency percentiles](latency.png)\n\n![Replay](replay.png)\n\n";
+    if let Some(http_out) = http_out {
+        report += "## In-process figures\n\nThe engine without HTTP, and the node in the bench \
+                   process: the same questions one layer down, to tell the engine's cost from \
+                   the node's.\n\n";
+        report += &engine
+            .replace("\n## ", "\n### ")
+            .replace("\n### ", "\n#### ");
+        report += &read(http_out)?.replacen("# HTTP", "### HTTP", 1);
+    } else {
+        report += "The in-process engine and HTTP benches (`stream_bench`, `server/benches/http.rs`) \
+                   run in the full mode only.\n";
+    }
+    let path = results.join("report.md");
+    std::fs::write(&path, report).map_err(|e| format!("write {}: {e}", path.display()))?;
+    eprintln!(
+        "xtask: bench ({mode}) took {seconds} s after the build; report in {}",
+        path.display()
+    );
+    Ok(())
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))
+}
+
+/// The report's head: what ran, where, when.
+fn header(mode: &str, seconds: u64) -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown", |(_, v)| v.trim())
+        .to_owned();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map_or("unknown".to_owned(), |kib| {
+            format!("{:.1} GiB", kib as f64 / 1048576.0)
+        });
+    let output = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .current_dir(root())
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let cores = output("nproc", &[]);
+    let date = output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let commit = output("git", &["rev-parse", "--short", "HEAD"]);
+    let kernel = output("uname", &["-r"]);
+    format!(
+        "# Mink benchmark report ({mode})\n\n\
+         | | |\n|---|---|\n\
+         | command | `cargo xtask bench{}` |\n\
+         | date | {date} |\n| commit | {commit} |\n\
+         | machine | {cores} cores ({cpu}), {memory} memory, Linux {kernel} |\n\
+         | duration | {seconds} s after the build (codec micro-benchmarks, the node on three \
+         stores{}) |\n\n\
+         How to read it: every figure stands beside a baseline measured in the same run against \
+         the same store (a raw PUT or GET of the same bytes, or the same read without the \
+         feature), because these machines are shared and noisy; the ratio is what to compare. \
+         Goals are from issue 8; a missed goal says **missed**. On `local` and `moto` the store \
+         shares the machine's cores and disk with the node (moto is a Python process), and \
+         compaction writes every byte a second time; `s3-standard` adds S3 Standard's modelled \
+         latency and per-request bandwidth to local files, on both the node and the baseline.\n\n",
+        if mode == "quick" { " --quick" } else { "" },
+        if mode == "quick" {
+            ""
+        } else {
+            ", the in-process engine and HTTP benches"
+        }
+    )
+}
+
+/// A Python with matplotlib: the virtual environment under `.tools/venv`, created on first use.
+fn matplotlib() -> Result<PathBuf> {
+    let venv = root().join(".tools").join("venv");
+    let python = venv.join("bin").join("python");
+    let has = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import matplotlib"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if has(&python) {
+        return Ok(python);
+    }
+    if !python.exists() {
+        let mut create = Command::new("python3");
+        create.args(["-m", "venv"]).arg(&venv);
+        run(create)?;
+    }
+    let mut pip = Command::new(venv.join("bin").join("pip"));
+    pip.args(["install", "--quiet", "matplotlib"]);
+    run(pip)?;
+    Ok(python)
+}
+
+/// Draws `latency.png` and `replay.png` from the driver's CSV files.
+fn charts(python: &Path, results: &Path) -> Result {
+    let script = results.join("charts.py");
+    std::fs::write(&script, CHARTS).map_err(|e| format!("write {}: {e}", script.display()))?;
+    let mut command = Command::new(python);
+    command.arg(&script).arg(results);
+    let outcome = run(command);
+    let _ = std::fs::remove_file(&script);
+    outcome
+}
+
+const CHARTS: &str = r##"
+import csv, sys, os
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+out = sys.argv[1]
+stores = ["local", "moto", "s3-standard"]
+colors = {"local": "#1f77b4", "moto": "#ff7f0e", "s3-standard": "#2ca02c"}
+
+def rows(name):
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+# Latency percentiles: item 1 (raw PUT vs append) and item 3 (delivery after the ack).
+panels = [
+    ("1. Idle append vs raw PUT (ms, log scale)", ["1. raw PUT", "1. HTTP append (durable)"], True),
+    ("3. Delivery after the ack (ms; goal: p99 < 1 ms)", ["3. long-poll after ack", "3. SSE after ack"], False),
+]
+fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+for ax, (title, series, log) in zip(axes, panels):
+    labels, values = [], []
+    for store in stores:
+        data = {r["series"]: r for r in rows(f"latency-{store}.csv")}
+        for s in series:
+            if s in data:
+                labels.append(f"{store}\n{s.split('. ', 1)[1]}")
+                values.append([float(data[s][k]) for k in ("p50_ms", "p99_ms", "p999_ms")])
+    width = 0.27
+    for i, (pname, shade) in enumerate([("p50", 1.0), ("p99", 0.65), ("p99.9", 0.35)]):
+        xs = [j + (i - 1) * width for j in range(len(labels))]
+        ys = [max(v[i], 1e-3) for v in values]
+        bars = ax.bar(xs, ys, width, label=pname, alpha=shade,
+                      color=[colors[l.split("\n")[0]] for l in labels])
+        for x, y in zip(xs, ys):
+            ax.annotate(f"{y:.2f}", (x, y), ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=7)
+    if log:
+        ax.set_yscale("log")
+    else:
+        ax.axhline(1.0, color="red", linestyle="--", linewidth=1, label="goal (p99)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+fig.suptitle("Latency percentiles per store: bars are p50 (dark), p99, p99.9 (light)")
+fig.tight_layout()
+fig.savefig(os.path.join(out, "latency.png"), dpi=110)
+
+# Replay progress over time: cold and warm per store.
+fig, ax = plt.subplots(figsize=(9, 5.5))
+for store in stores:
+    data = rows(f"replay-{store}.csv")
+    for phase, style in (("cold", "-"), ("warm", "--")):
+        pts = [(float(r["seconds"]), float(r["mb"])) for r in data if r["phase"] == phase]
+        if pts:
+            t, mb = zip(*pts)
+            rate = mb[-1] / t[-1] if t[-1] > 0 else 0
+            ax.plot(t, mb, style, color=colors[store], label=f"{store}, {phase} ({rate:.0f} MB/s)")
+ax.set_xlabel("seconds since the replay started")
+ax.set_ylabel("MB replayed")
+ax.set_title("4. Catch-up replay from committed objects over HTTP")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8)
+fig.tight_layout()
+fig.savefig(os.path.join(out, "replay.png"), dpi=110)
+"##;
