@@ -176,9 +176,11 @@ fn finish(
         report += "## In-process figures\n\nThe engine without HTTP, and the node in the bench \
                    process: the same questions one layer down, to tell the engine's cost from \
                    the node's.\n\n";
-        report += &engine
-            .replace("\n## ", "\n### ")
-            .replace("\n### ", "\n#### ");
+        // One level down: the engine's `## store` / `### item` become `### ` / `#### `.
+        let nested = format!("\n{engine}")
+            .replace("\n### ", "\n#### ")
+            .replace("\n## ", "\n### ");
+        report += &nested;
         report += &read(http_out)?.replacen("# HTTP", "### HTTP", 1);
     } else {
         report += "The in-process engine and HTTP benches (`stream_bench`, `server/benches/http.rs`) \
