@@ -130,10 +130,9 @@ mod tests {
         caches
             .tail
             .append(1, 0, 5, Bytes::from_static(b"batch"))
-            .await
             .expect("append");
-        assert!(caches.tail.get(1, 0, 1024).await.is_some());
-        assert!(caches.tail.get(1, 5, 1024).await.is_none());
+        assert!(caches.tail.get(1, 0, 1024).is_some());
+        assert!(caches.tail.get(1, 5, 1024).is_none());
 
         let loader: Arc<dyn PageLoader> = Arc::new(Zeros);
         caches

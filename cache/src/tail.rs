@@ -23,7 +23,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use moka::{future::Cache, notification::RemovalCause, policy::EvictionPolicy};
+use moka::{notification::RemovalCause, policy::EvictionPolicy, sync::Cache};
 use parking_lot::Mutex;
 
 use crate::{
@@ -31,6 +31,9 @@ use crate::{
     metrics::{CacheMetrics, Counters, add},
     settings::TailCacheSettings,
 };
+
+/// Above this many batches, [`TailCache::remove_stream`] leaves a stream's batches to eviction.
+const BULK_INVALIDATION: usize = 1024;
 
 /// Per-entry bookkeeping counted against the budget besides the batch bytes.
 const ENTRY_OVERHEAD: u64 = 64;
@@ -138,7 +141,7 @@ impl TailCache {
     /// Batches of a stream are expected in offset order. A batch that starts below the end of the
     /// cached ones supersedes every cached batch it overlaps (the log was rewritten from there, e.g.
     /// after a failed append was retried); a batch leaving a gap is kept, and reads stop at the gap.
-    pub async fn append(
+    pub fn append(
         &self,
         stream_id: u64,
         base_offset: u64,
@@ -179,18 +182,16 @@ impl TailCache {
                 .collect()
         };
         for base in superseded {
-            self.batches.invalidate(&(stream_id, base)).await;
+            self.batches.invalidate(&(stream_id, base));
         }
-        self.batches
-            .insert(
-                (stream_id, base_offset),
-                Entry {
-                    bytes,
-                    end_offset,
-                    generation,
-                },
-            )
-            .await;
+        self.batches.insert(
+            (stream_id, base_offset),
+            Entry {
+                bytes,
+                end_offset,
+                generation,
+            },
+        );
         Ok(())
     }
 
@@ -198,16 +199,11 @@ impl TailCache {
     /// batches while their total stays within `max_bytes` (the first batch is returned whatever its
     /// size, so a reader always progresses). `None` when the batch containing `from_offset` is not
     /// cached: below the cached range, at or above its end, or evicted.
-    pub async fn get(
-        &self,
-        stream_id: u64,
-        from_offset: u64,
-        max_bytes: usize,
-    ) -> Option<TailRead> {
+    pub fn get(&self, stream_id: u64, from_offset: u64, max_bytes: usize) -> Option<TailRead> {
         let plan = self.plan(stream_id, from_offset, max_bytes);
         let mut batches = Vec::with_capacity(plan.len());
         for (base_offset, generation) in plan {
-            match self.batches.get(&(stream_id, base_offset)).await {
+            match self.batches.get(&(stream_id, base_offset)) {
                 Some(entry) if entry.generation == generation => batches.push(CachedBatch {
                     base_offset,
                     end_offset: entry.end_offset,
@@ -252,7 +248,7 @@ impl TailCache {
     }
 
     /// Drops every cached batch of `stream_id` that lies entirely below `start_offset`.
-    pub async fn trim(&self, stream_id: u64, start_offset: u64) {
+    pub fn trim(&self, stream_id: u64, start_offset: u64) {
         let dropped: Vec<u64> = {
             let mut indexes = self.indexes.lock();
             let Some(index) = indexes.get_mut(&stream_id) else {
@@ -272,15 +268,28 @@ impl TailCache {
             dropped
         };
         for base in dropped {
-            self.batches.invalidate(&(stream_id, base)).await;
+            self.batches.invalidate(&(stream_id, base));
         }
     }
 
     /// Drops every cached batch of `stream_id`; for a stream that is closed or destroyed.
-    pub async fn remove_stream(&self, stream_id: u64) {
-        let dropped = self.indexes.lock().remove(&stream_id).unwrap_or_default();
+    ///
+    /// The stream's index goes at once, so nothing of it is readable after this returns. A stream
+    /// with few cached batches has them invalidated now; one with many (a busy stream may hold
+    /// hundreds of thousands, and moka invalidates one key at a time) leaves them unreachable: no
+    /// index names them and a later batch at the same offset carries a new generation, so they are
+    /// never returned, and as the least recently used entries they are the first the byte budget
+    /// evicts.
+    pub fn remove_stream(&self, stream_id: u64) {
+        let dropped = self.indexes.lock().remove(&stream_id);
+        let Some(dropped) = dropped else {
+            return;
+        };
+        if dropped.len() > BULK_INVALIDATION {
+            return;
+        }
         for base in dropped.into_keys() {
-            self.batches.invalidate(&(stream_id, base)).await;
+            self.batches.invalidate(&(stream_id, base));
         }
     }
 
@@ -309,8 +318,8 @@ impl TailCache {
     }
 
     /// Runs moka's pending maintenance (evictions and their notifications) now.
-    pub async fn run_pending_tasks(&self) {
-        self.batches.run_pending_tasks().await;
+    pub fn run_pending_tasks(&self) {
+        self.batches.run_pending_tasks();
     }
 
     /// A snapshot of the counters.
@@ -333,14 +342,7 @@ mod tests {
     }
 
     /// Appends `count` batches of `records` records and `len` bytes each, starting at offset `from`.
-    async fn fill(
-        cache: &TailCache,
-        stream_id: u64,
-        from: u64,
-        count: u64,
-        records: u64,
-        len: usize,
-    ) {
+    fn fill(cache: &TailCache, stream_id: u64, from: u64, count: u64, records: u64, len: usize) {
         for i in 0..count {
             let base = from + i * records;
             cache
@@ -350,7 +352,6 @@ mod tests {
                     base + records,
                     batch_bytes(stream_id, base, len),
                 )
-                .await
                 .expect("append");
         }
     }
@@ -359,12 +360,12 @@ mod tests {
         read.batches.iter().map(|b| b.base_offset).collect()
     }
 
-    #[tokio::test]
-    async fn reads_contiguous_batches_from_the_one_containing_the_offset() {
+    #[test]
+    fn reads_contiguous_batches_from_the_one_containing_the_offset() {
         let tail = cache(1 << 20);
-        fill(&tail, 1, 0, 10, 10, 100).await;
+        fill(&tail, 1, 0, 10, 10, 100);
 
-        let all = tail.get(1, 0, usize::MAX).await.expect("hit");
+        let all = tail.get(1, 0, usize::MAX).expect("hit");
         assert_eq!(bases(&all), (0..10).map(|i| i * 10).collect::<Vec<_>>());
         assert_eq!(all.next_offset(), 100);
         for batch in &all.batches {
@@ -372,10 +373,7 @@ mod tests {
             assert_eq!(batch.bytes, batch_bytes(1, batch.base_offset, 100));
         }
 
-        let mid = tail
-            .get(1, 35, usize::MAX)
-            .await
-            .expect("hit inside a batch");
+        let mid = tail.get(1, 35, usize::MAX).expect("hit inside a batch");
         assert_eq!(
             bases(&mid)[0],
             30,
@@ -383,7 +381,7 @@ mod tests {
         );
         assert_eq!(mid.next_offset(), 100);
 
-        let limited = tail.get(1, 20, 250).await.expect("hit");
+        let limited = tail.get(1, 20, 250).expect("hit");
         assert_eq!(
             bases(&limited),
             vec![20, 30],
@@ -391,7 +389,7 @@ mod tests {
         );
         assert_eq!(limited.byte_len(), 200);
 
-        let tiny = tail.get(1, 20, 1).await.expect("hit");
+        let tiny = tail.get(1, 20, 1).expect("hit");
         assert_eq!(
             bases(&tiny),
             vec![20],
@@ -400,65 +398,54 @@ mod tests {
         assert_eq!(tail.metrics().tail_hits, 4);
     }
 
-    #[tokio::test]
-    async fn misses_below_and_at_or_above_the_cached_range() {
+    #[test]
+    fn misses_below_and_at_or_above_the_cached_range() {
         let tail = cache(1 << 20);
-        fill(&tail, 1, 100, 5, 10, 50).await;
+        fill(&tail, 1, 100, 5, 10, 50);
         assert_eq!(tail.cached_range(1), Some(100..150));
         assert!(
-            tail.get(1, 99, usize::MAX).await.is_none(),
+            tail.get(1, 99, usize::MAX).is_none(),
             "below the first batch"
         );
-        assert!(tail.get(1, 150, usize::MAX).await.is_none(), "at the end");
-        assert!(
-            tail.get(1, 1_000, usize::MAX).await.is_none(),
-            "above the end"
-        );
-        assert!(
-            tail.get(2, 100, usize::MAX).await.is_none(),
-            "unknown stream"
-        );
-        assert!(tail.get(1, 149, usize::MAX).await.is_some(), "last record");
+        assert!(tail.get(1, 150, usize::MAX).is_none(), "at the end");
+        assert!(tail.get(1, 1_000, usize::MAX).is_none(), "above the end");
+        assert!(tail.get(2, 100, usize::MAX).is_none(), "unknown stream");
+        assert!(tail.get(1, 149, usize::MAX).is_some(), "last record");
         let metrics = tail.metrics();
         assert_eq!((metrics.tail_hits, metrics.tail_misses), (1, 4));
     }
 
-    #[tokio::test]
-    async fn a_gap_ends_the_read_and_an_overlapping_append_supersedes_the_old_suffix() {
+    #[test]
+    fn a_gap_ends_the_read_and_an_overlapping_append_supersedes_the_old_suffix() {
         let tail = cache(1 << 20);
-        fill(&tail, 1, 0, 3, 10, 10).await; // 0..30
-        fill(&tail, 1, 40, 2, 10, 10).await; // 40..60, gap at 30..40
-        assert_eq!(
-            tail.get(1, 0, usize::MAX).await.expect("hit").next_offset(),
-            30
-        );
-        assert!(tail.get(1, 35, usize::MAX).await.is_none());
+        fill(&tail, 1, 0, 3, 10, 10); // 0..30
+        fill(&tail, 1, 40, 2, 10, 10); // 40..60, gap at 30..40
+        assert_eq!(tail.get(1, 0, usize::MAX).expect("hit").next_offset(), 30);
+        assert!(tail.get(1, 35, usize::MAX).is_none());
 
         // The log is rewritten from offset 10: batches 10..20 and later are superseded.
         let rewritten = Bytes::from_static(b"rewritten");
-        tail.append(1, 10, 25, rewritten.clone())
-            .await
-            .expect("append");
-        let read = tail.get(1, 0, usize::MAX).await.expect("hit");
+        tail.append(1, 10, 25, rewritten.clone()).expect("append");
+        let read = tail.get(1, 0, usize::MAX).expect("hit");
         assert_eq!(bases(&read), vec![0, 10]);
         assert_eq!(read.batches[1].bytes, rewritten);
         assert_eq!(tail.cached_range(1), Some(0..25));
         assert!(
-            tail.get(1, 45, usize::MAX).await.is_none(),
+            tail.get(1, 45, usize::MAX).is_none(),
             "superseded batch is gone"
         );
-        tail.run_pending_tasks().await;
+        tail.run_pending_tasks();
         assert_eq!(tail.indexed_batches(), 2);
         assert_eq!(tail.cached_batches(), 2);
     }
 
-    #[tokio::test]
-    async fn eviction_under_the_byte_budget_keeps_the_index_consistent() {
+    #[test]
+    fn eviction_under_the_byte_budget_keeps_the_index_consistent() {
         // Room for about ten 1000-byte batches.
         let tail = cache(10 * (1000 + ENTRY_OVERHEAD));
-        fill(&tail, 1, 0, 60, 1, 1000).await;
-        fill(&tail, 2, 0, 60, 1, 1000).await;
-        tail.run_pending_tasks().await;
+        fill(&tail, 1, 0, 60, 1, 1000);
+        fill(&tail, 2, 0, 60, 1, 1000);
+        tail.run_pending_tasks();
 
         assert!(tail.weighted_size() <= 10 * (1000 + ENTRY_OVERHEAD));
         let cached = tail.cached_batches();
@@ -472,74 +459,108 @@ mod tests {
         for stream_id in [1, 2] {
             if let Some(range) = tail.cached_range(stream_id) {
                 for offset in range {
-                    if let Some(read) = tail.get(stream_id, offset, 1).await {
+                    if let Some(read) = tail.get(stream_id, offset, 1) {
                         assert_eq!(read.batches[0].bytes, batch_bytes(stream_id, offset, 1000));
                     }
                 }
             }
         }
-        assert!(
-            tail.get(2, 59, 1).await.is_some(),
-            "the newest batch is kept"
-        );
-        assert!(
-            tail.get(1, 0, 1).await.is_none(),
-            "the oldest batch is evicted"
-        );
+        assert!(tail.get(2, 59, 1).is_some(), "the newest batch is kept");
+        assert!(tail.get(1, 0, 1).is_none(), "the oldest batch is evicted");
     }
 
-    #[tokio::test]
-    async fn trim_drops_batches_entirely_below_the_new_start() {
+    #[test]
+    fn trim_drops_batches_entirely_below_the_new_start() {
         let tail = cache(1 << 20);
-        fill(&tail, 1, 0, 10, 10, 10).await;
-        tail.trim(1, 45).await;
-        assert!(tail.get(1, 39, usize::MAX).await.is_none());
+        fill(&tail, 1, 0, 10, 10, 10);
+        tail.trim(1, 45);
+        assert!(tail.get(1, 39, usize::MAX).is_none());
         let read = tail
             .get(1, 45, usize::MAX)
-            .await
             .expect("the batch straddling the new start is kept");
         assert_eq!(bases(&read)[0], 40);
         assert_eq!(tail.cached_range(1), Some(40..100));
-        tail.trim(1, 1_000).await;
+        tail.trim(1, 1_000);
         assert_eq!(tail.cached_range(1), None);
-        tail.run_pending_tasks().await;
+        tail.run_pending_tasks();
         assert_eq!(tail.cached_batches(), 0);
     }
 
-    #[tokio::test]
-    async fn streams_are_isolated_and_removing_one_leaves_the_others() {
+    #[test]
+    fn streams_are_isolated_and_removing_one_leaves_the_others() {
         let tail = cache(1 << 20);
-        fill(&tail, 1, 0, 5, 10, 10).await;
-        fill(&tail, 2, 0, 5, 10, 10).await;
-        let one = tail.get(1, 0, usize::MAX).await.expect("hit");
-        let two = tail.get(2, 0, usize::MAX).await.expect("hit");
+        fill(&tail, 1, 0, 5, 10, 10);
+        fill(&tail, 2, 0, 5, 10, 10);
+        let one = tail.get(1, 0, usize::MAX).expect("hit");
+        let two = tail.get(2, 0, usize::MAX).expect("hit");
         assert_ne!(one.batches[0].bytes, two.batches[0].bytes);
         assert_eq!(one.batches[0].bytes, batch_bytes(1, 0, 10));
 
-        tail.trim(1, 30).await;
+        tail.trim(1, 30);
         assert_eq!(
             tail.cached_range(2),
             Some(0..50),
             "trimming stream 1 leaves stream 2 alone"
         );
 
-        tail.remove_stream(1).await;
-        assert!(tail.get(1, 30, usize::MAX).await.is_none());
+        tail.remove_stream(1);
+        assert!(tail.get(1, 30, usize::MAX).is_none());
         assert_eq!(tail.cached_range(1), None);
-        assert_eq!(
-            tail.get(2, 0, usize::MAX).await.expect("hit").next_offset(),
-            50
-        );
-        tail.run_pending_tasks().await;
+        assert_eq!(tail.get(2, 0, usize::MAX).expect("hit").next_offset(), 50);
+        tail.run_pending_tasks();
         assert_eq!(tail.cached_batches(), 5);
     }
 
-    #[tokio::test]
-    async fn an_empty_batch_is_rejected_and_changes_nothing() {
+    #[test]
+    fn a_removed_stream_with_many_batches_is_unreadable_and_evicted_first() {
+        let many = BULK_INVALIDATION as u64 * 3;
+        // Room for about `many + 100` batches of 8 bytes.
+        let budget = (many + 100) * (8 + ENTRY_OVERHEAD);
+        let tail = cache(budget);
+        fill(&tail, 2, 0, 10, 1, 8);
+        fill(&tail, 1, 0, many, 1, 8);
+        tail.run_pending_tasks();
+        assert_eq!(tail.cached_batches(), many + 10);
+
+        tail.remove_stream(1);
+        assert_eq!(tail.cached_range(1), None);
+        assert!(tail.get(1, 0, usize::MAX).is_none());
+        assert!(tail.get(1, many - 1, usize::MAX).is_none());
+        // The stream is reopened and appends again at offsets it had before: the new batches are
+        // read, never the old ones.
+        fill(&tail, 1, many - 1, 2, 1, 16);
+        let again = tail
+            .get(1, many - 1, usize::MAX)
+            .expect("hit after removal");
+        assert_eq!(bases(&again), vec![many - 1, many]);
+        assert_eq!(again.batches[0].bytes, batch_bytes(1, many - 1, 16));
+        assert!(
+            tail.get(1, 0, usize::MAX).is_none(),
+            "old batches stay unreadable"
+        );
+
+        // New data pushes the unreachable batches out, before stream 2's older ones.
+        tail.get(2, 0, usize::MAX).expect("stream 2 is read");
+        fill(&tail, 3, 0, many, 1, 8);
+        tail.run_pending_tasks();
+        assert!(tail.weighted_size() <= budget);
+        assert_eq!(
+            tail.get(2, 0, usize::MAX)
+                .expect("stream 2 survives")
+                .next_offset(),
+            10
+        );
+        assert_eq!(
+            tail.get(3, 0, 8).expect("stream 3 is cached").next_offset(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_empty_batch_is_rejected_and_changes_nothing() {
         let tail = cache(1 << 20);
         let error = tail
             .append(1, 10, 10, Bytes::new())
-            .await
             .expect_err("empty batch");
         assert!(matches!(
             error,

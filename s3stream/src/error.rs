@@ -113,6 +113,15 @@ pub enum StreamError {
         /// The budget.
         limit: u64,
     },
+    /// A batch submitted with an [`AppendPermit`](crate::stream::AppendPermit) reserved for fewer
+    /// bytes than the batch holds.
+    #[error("a {len}-byte batch was submitted with room reserved for {reserved} bytes")]
+    PermitTooSmall {
+        /// The batch length.
+        len: usize,
+        /// The bytes the permit reserved.
+        reserved: usize,
+    },
     /// The node's WAL failed; appends are refused until the engine is reopened.
     #[error(transparent)]
     Wal(#[from] WalError),

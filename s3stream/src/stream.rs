@@ -18,7 +18,7 @@ use bytes::Bytes;
 use mink_cache::ReadaheadState;
 use tokio::sync::{OwnedSemaphorePermit, oneshot, watch};
 
-use crate::engine::EngineShared;
+use crate::engine::{EngineShared, units};
 use crate::error::{Result, StreamError};
 use crate::log_cache::{LogCache, StreamBatch};
 use crate::wal::WalRecord;
@@ -93,12 +93,47 @@ pub struct PendingAppend {
 
 impl PendingAppend {
     /// Resolves when the batch is durable (and readable at the confirm offset), or failed.
+    /// Awaiting the `PendingAppend` itself does the same without consuming it.
     pub async fn durable(self) -> Result<u64> {
-        match self.ack.await {
-            Ok(Ok(())) => Ok(self.base_offset),
-            Ok(Err(error)) => Err(error),
-            Err(_) => Err(StreamError::ShutDown),
-        }
+        self.await
+    }
+}
+
+impl std::future::Future for PendingAppend {
+    type Output = Result<u64>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let base_offset = self.base_offset;
+        std::pin::Pin::new(&mut self.ack)
+            .poll(cx)
+            .map(|outcome| match outcome {
+                Ok(Ok(())) => Ok(base_offset),
+                Ok(Err(error)) => Err(error),
+                Err(_) => Err(StreamError::ShutDown),
+            })
+    }
+}
+
+/// Room reserved for one append under the node's budget of uncompacted data
+/// ([`Stream::reserve`]). Spent by [`Stream::submit_at`]; dropped unused, it gives the room back.
+#[derive(Debug)]
+pub struct AppendPermit {
+    permit: Option<OwnedSemaphorePermit>,
+    len: usize,
+}
+
+impl AppendPermit {
+    /// The bytes reserved.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no byte is reserved.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -182,6 +217,12 @@ impl Stream {
         }
     }
 
+    /// The confirm offset now (cheaper than [`Stream::offsets`], which also reads the next
+    /// offset under the sequencing lock).
+    pub fn confirm_offset(&self) -> u64 {
+        self.shared.confirm()
+    }
+
     /// A receiver of the confirm offset, woken each time it advances (for tail readers).
     pub fn watch_confirm(&self) -> watch::Receiver<u64> {
         self.shared.confirm.subscribe()
@@ -203,12 +244,46 @@ impl Stream {
         self.append_inner(Some(base_offset), count, payload).await
     }
 
+    /// Reserves room for a batch of `len` bytes under the node's budget of uncompacted data,
+    /// waiting (bounded by the back-pressure timeout) while the budget is full. The permit is
+    /// spent by [`Stream::submit_at`]; dropped unused, it gives the room back.
+    ///
+    /// Reserving first lets a caller that must sequence appends under its own lock (the tablet)
+    /// wait for room before taking the lock, and submit without awaiting while holding it.
+    pub async fn reserve(&self, len: usize) -> Result<AppendPermit> {
+        let shared = &self.shared;
+        self.check_appendable(1)?;
+        let permit = shared.engine.admit(shared.id, len).await?;
+        Ok(AppendPermit { permit, len })
+    }
+
+    /// Appends a batch whose first offset the caller already wrote into it, with room reserved by
+    /// [`Stream::reserve`]; does not wait. Fails (appending nothing) with
+    /// [`StreamError::OffsetMismatch`] unless `base_offset` is the next offset, and with
+    /// [`StreamError::PermitTooSmall`] if the permit reserved fewer bytes than `payload` holds
+    /// (room reserved beyond the payload is given back).
+    pub fn submit_at(
+        &self,
+        base_offset: u64,
+        count: u32,
+        payload: Bytes,
+        permit: AppendPermit,
+    ) -> Result<PendingAppend> {
+        self.submit(Some(base_offset), count, payload, permit)
+    }
+
     async fn append_inner(
         &self,
         expected: Option<u64>,
         count: u32,
         payload: Bytes,
     ) -> Result<PendingAppend> {
+        self.check_appendable(count)?;
+        let permit = self.reserve(payload.len()).await?;
+        self.submit(expected, count, payload, permit)
+    }
+
+    fn check_appendable(&self, count: u32) -> Result<()> {
         let shared = &self.shared;
         if count == 0 {
             return Err(StreamError::EmptyBatch {
@@ -221,27 +296,33 @@ impl Stream {
                 epoch: shared.epoch,
             });
         }
-        let payload_len = payload.len() as u64;
-        let permit = shared.engine.admit(shared.id, payload.len()).await?;
-        let tail_copy = payload.clone();
-        let pending = self.sequence(expected, count, payload, permit)?;
-        shared.engine.note_append(payload_len);
-        // The tail cache is filled by the write path only; reads are bounded by the confirm
-        // offset, so holding a batch before it is durable shows nothing early.
-        if let Err(error) = shared
-            .engine
-            .caches()
-            .tail
-            .append(
-                shared.id,
-                pending.base_offset,
-                pending.end_offset,
-                tail_copy,
-            )
-            .await
-        {
-            tracing::debug!(%error, stream_id = shared.id, "tail cache refused a batch");
+        Ok(())
+    }
+
+    fn submit(
+        &self,
+        expected: Option<u64>,
+        count: u32,
+        payload: Bytes,
+        permit: AppendPermit,
+    ) -> Result<PendingAppend> {
+        self.check_appendable(count)?;
+        if payload.len() > permit.len {
+            return Err(StreamError::PermitTooSmall {
+                len: payload.len(),
+                reserved: permit.len,
+            });
         }
+        let mut permit = permit.permit;
+        if let Some(held) = permit.as_mut() {
+            let need = usize::try_from(units(payload.len() as u64)).unwrap_or(usize::MAX);
+            if held.num_permits() > need {
+                drop(held.split(held.num_permits() - need));
+            }
+        }
+        let payload_len = payload.len() as u64;
+        let pending = self.sequence(expected, count, payload, permit)?;
+        self.shared.engine.note_append(payload_len);
         Ok(pending)
     }
 
@@ -272,6 +353,7 @@ impl Stream {
             });
         }
         let end_offset = base_offset + u64::from(count);
+        let tail_copy = payload.clone();
         lock(&shared.log).push(
             StreamBatch {
                 base_offset,
@@ -310,6 +392,18 @@ impl Stream {
             return Err(StreamError::Wal(error));
         }
         sequencer.next = end_offset;
+        // The tail cache is filled by the write path only, here under the sequencing lock so that
+        // it sees a stream's batches in offset order; reads are bounded by the confirm offset, so
+        // holding a batch before it is durable shows nothing early.
+        if let Err(error) =
+            shared
+                .engine
+                .caches()
+                .tail
+                .append(shared.id, base_offset, end_offset, tail_copy)
+        {
+            tracing::debug!(%error, stream_id = shared.id, "tail cache refused a batch");
+        }
         Ok(PendingAppend {
             base_offset,
             end_offset,
@@ -352,13 +446,7 @@ impl Stream {
             return Ok(Vec::new());
         }
         // A reader keeping up with the writer is served by the tail cache alone.
-        if let Some(read) = shared
-            .engine
-            .caches()
-            .tail
-            .get(shared.id, from, max_bytes)
-            .await
-        {
+        if let Some(read) = shared.engine.caches().tail.get(shared.id, from, max_bytes) {
             let batches: Vec<StreamBatch> = read
                 .batches
                 .into_iter()
@@ -431,8 +519,7 @@ impl Stream {
             .engine
             .caches()
             .tail
-            .trim(shared.id, record.start_offset)
-            .await;
+            .trim(shared.id, record.start_offset);
         Ok(())
     }
 

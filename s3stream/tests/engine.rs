@@ -417,6 +417,61 @@ async fn back_pressure_bounds_uncompacted_bytes() {
 }
 
 #[tokio::test]
+async fn reserved_room_is_spent_by_submit_and_given_back_when_unused() {
+    let world = World::new();
+    let engine = world.engine("n1", manual()).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    assert_eq!(engine.uncompacted_bytes(), 0);
+
+    // A permit dropped unused gives its room back.
+    let permit = stream.reserve(16 << 10).await.unwrap();
+    assert_eq!(permit.len(), 16 << 10);
+    assert_eq!(engine.uncompacted_bytes(), 16 << 10);
+    drop(permit);
+    assert_eq!(engine.uncompacted_bytes(), 0);
+
+    // A batch larger than its permit is refused and appends nothing.
+    let permit = stream.reserve(1000).await.unwrap();
+    let refused = stream.submit_at(0, 1, Bytes::from(vec![7u8; 1001]), permit);
+    assert!(matches!(
+        refused,
+        Err(StreamError::PermitTooSmall {
+            len: 1001,
+            reserved: 1000
+        })
+    ));
+    assert_eq!(stream.offsets().next, 0);
+    assert_eq!(engine.uncompacted_bytes(), 0);
+
+    // A batch smaller than its permit keeps only what it needs (whole KiB units).
+    let permit = stream.reserve(16 << 10).await.unwrap();
+    let pending = stream
+        .submit_at(0, 2, Bytes::from(vec![1u8; 3000]), permit)
+        .unwrap();
+    assert_eq!(engine.uncompacted_bytes(), 3 << 10);
+    assert_eq!(pending.await.unwrap(), 0);
+    assert_eq!(stream.offsets().confirm, 2);
+
+    // The wrong base offset is refused and its room given back.
+    let permit = stream.reserve(100).await.unwrap();
+    assert!(matches!(
+        stream.submit_at(5, 1, Bytes::from(vec![2u8; 100]), permit),
+        Err(StreamError::OffsetMismatch {
+            expected: 5,
+            next: 2,
+            ..
+        })
+    ));
+    assert_eq!(engine.uncompacted_bytes(), 3 << 10);
+
+    // Compaction releases the room of what it committed.
+    engine.compact_now().await.unwrap();
+    assert_eq!(engine.uncompacted_bytes(), 0);
+    assert_eq!(read_all(&stream, 0).await.len(), 1);
+}
+
+#[tokio::test]
 async fn large_streams_get_stream_objects_and_reads_span_objects() {
     let world = World::new();
     let settings = EngineSettings {

@@ -76,7 +76,7 @@ pub use error::{ErrorKind, Result, TabletError};
 pub use registry::TabletId;
 pub use schemas::{Schemas, StaticSchemas};
 pub use settings::TabletSettings;
-pub use stream::{LogStream, StreamLayer};
+pub use stream::{CountingStream, LogStream, StreamLayer};
 pub use tablet::{
     AppendResult, AppendedBatch, Columns, Isolation, ReadBatch, ReadResult, Tablet, TabletBuilder,
     TabletOffsets,

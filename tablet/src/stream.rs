@@ -5,19 +5,20 @@
 //! stream (a test counts fetches this way).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use mink_s3stream::error::StreamError;
 use mink_s3stream::log_cache::StreamBatch;
-use mink_s3stream::stream::{Offsets, PendingAppend, ReadBound, Stream};
+use mink_s3stream::stream::{AppendPermit, Offsets, PendingAppend, ReadBound, Stream};
 use tokio::sync::watch;
 
 /// An ordered log of opaque batches with start, confirm and next offsets.
 ///
 /// # Contract
 ///
-/// The same as [`mink_s3stream::stream::Stream`]'s methods of the same names: `append_at` assigns
+/// The same as [`mink_s3stream::stream::Stream`]'s methods of the same names: `submit_at` assigns
 /// offsets in call order and fails (appending nothing) unless `base_offset` is the next offset;
 /// `PendingAppend::durable` resolves in submission order; the confirm watch only moves forward, at the
 /// moment an append becomes durable; `fetch` returns whole batches starting with the one holding
@@ -30,14 +31,21 @@ pub trait LogStream: Send + Sync + 'static {
     fn epoch(&self) -> u64;
     /// The three offsets now.
     fn offsets(&self) -> Offsets;
+    /// The confirm offset now.
+    fn confirm_offset(&self) -> u64;
     /// A receiver of the confirm offset.
     fn watch_confirm(&self) -> watch::Receiver<u64>;
-    /// Appends one batch covering `count` offsets at `base_offset`.
-    async fn append_at(
+    /// Reserves room for a batch of `len` bytes under the node's budget of uncompacted data
+    /// (waits, bounded, while it is full).
+    async fn reserve(&self, len: usize) -> Result<AppendPermit, StreamError>;
+    /// Appends one batch covering `count` offsets at `base_offset` with room reserved by
+    /// [`LogStream::reserve`]; does not wait.
+    fn submit_at(
         &self,
         base_offset: u64,
         count: u32,
         payload: Bytes,
+        permit: AppendPermit,
     ) -> Result<PendingAppend, StreamError>;
     /// Whole batches from the one holding `from` up to `to`, about `max_bytes`.
     async fn fetch(
@@ -75,17 +83,26 @@ impl LogStream for Stream {
         Stream::offsets(self)
     }
 
+    fn confirm_offset(&self) -> u64 {
+        Stream::confirm_offset(self)
+    }
+
     fn watch_confirm(&self) -> watch::Receiver<u64> {
         Stream::watch_confirm(self)
     }
 
-    async fn append_at(
+    async fn reserve(&self, len: usize) -> Result<AppendPermit, StreamError> {
+        Stream::reserve(self, len).await
+    }
+
+    fn submit_at(
         &self,
         base_offset: u64,
         count: u32,
         payload: Bytes,
+        permit: AppendPermit,
     ) -> Result<PendingAppend, StreamError> {
-        Stream::append_at(self, base_offset, count, payload).await
+        Stream::submit_at(self, base_offset, count, payload, permit)
     }
 
     async fn fetch(
@@ -108,5 +125,84 @@ impl LogStream for Stream {
 
     async fn destroy(&self) -> Result<(), StreamError> {
         Stream::destroy(self).await
+    }
+}
+
+/// A stream wrapper that counts fetches, for measuring how many reads an operation costs (the
+/// binary search of `offset_for_timestamp`, replay at open).
+pub struct CountingStream {
+    inner: Arc<dyn LogStream>,
+    fetches: Arc<AtomicU64>,
+}
+
+impl CountingStream {
+    /// A [`StreamLayer`] wrapping the opened stream, adding one to `fetches` per fetch.
+    pub fn layer(fetches: Arc<AtomicU64>) -> StreamLayer {
+        Arc::new(move |inner| {
+            Arc::new(CountingStream {
+                inner,
+                fetches: Arc::clone(&fetches),
+            }) as Arc<dyn LogStream>
+        })
+    }
+}
+
+#[async_trait]
+impl LogStream for CountingStream {
+    fn id(&self) -> u64 {
+        self.inner.id()
+    }
+
+    fn epoch(&self) -> u64 {
+        self.inner.epoch()
+    }
+
+    fn offsets(&self) -> Offsets {
+        self.inner.offsets()
+    }
+
+    fn confirm_offset(&self) -> u64 {
+        self.inner.confirm_offset()
+    }
+
+    fn watch_confirm(&self) -> watch::Receiver<u64> {
+        self.inner.watch_confirm()
+    }
+
+    async fn reserve(&self, len: usize) -> Result<AppendPermit, StreamError> {
+        self.inner.reserve(len).await
+    }
+
+    fn submit_at(
+        &self,
+        base_offset: u64,
+        count: u32,
+        payload: Bytes,
+        permit: AppendPermit,
+    ) -> Result<PendingAppend, StreamError> {
+        self.inner.submit_at(base_offset, count, payload, permit)
+    }
+
+    async fn fetch(
+        &self,
+        from: u64,
+        to: u64,
+        max_bytes: usize,
+        bound: ReadBound,
+    ) -> Result<Vec<StreamBatch>, StreamError> {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        self.inner.fetch(from, to, max_bytes, bound).await
+    }
+
+    async fn trim(&self, offset: u64) -> Result<(), StreamError> {
+        self.inner.trim(offset).await
+    }
+
+    async fn close(&self) -> Result<(), StreamError> {
+        self.inner.close().await
+    }
+
+    async fn destroy(&self) -> Result<(), StreamError> {
+        self.inner.destroy().await
     }
 }

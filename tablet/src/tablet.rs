@@ -1,22 +1,20 @@
 //! The tablet itself: open/create, append, read, timestamp lookup, lifecycle and writer snapshots.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use mink_codec::{Header, Projection};
 use mink_metadata::{
     CasOutcome, Compare, MetaKvExt, Metadata, Op, StreamRecord, StreamState, Txn, WriterSnapshot,
 };
 use mink_s3stream::engine::Engine;
 use mink_s3stream::error::StreamError;
-use mink_s3stream::stream::ReadBound;
-use tokio::sync::{Mutex, watch};
+use mink_s3stream::stream::{AppendPermit, PendingAppend, ReadBound};
+use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Result, TabletError};
@@ -24,7 +22,7 @@ use crate::registry::{self, TabletId};
 use crate::schemas::Schemas;
 use crate::settings::TabletSettings;
 use crate::stream::{LogStream, StreamLayer};
-use crate::writers::{Ack, AckState, Entry, Verdict, Windows, WriterState};
+use crate::writers::{Ack, AckCell, AckState, Entry, Verdict, Windows, WriterState};
 
 /// Which offset bounds a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -321,7 +319,7 @@ struct Inner {
     epoch: i32,
     sequencing: Mutex<Sequencing>,
     /// Serialises snapshot writes; holds the offset of the newest snapshot written.
-    snapshot: Mutex<u64>,
+    snapshot: tokio::sync::Mutex<u64>,
     closed: AtomicBool,
 }
 
@@ -342,6 +340,24 @@ impl std::fmt::Debug for Tablet {
 }
 
 /// One batch of an append request after the header checks.
+/// What the locked part of an append decided.
+enum Sequenced {
+    /// Some batches retry batches still in flight: wait for those, then classify again.
+    WaitFor(Vec<Ack>),
+    /// Every batch is a duplicate; nothing was appended.
+    AllDuplicates(AppendResult),
+    /// The new batches were submitted to the stream.
+    Submitted(Submitted),
+}
+
+struct Submitted {
+    pending: PendingAppend,
+    ack: Option<Ack>,
+    result: Vec<AppendedBatch>,
+    next: u64,
+    snapshot_due: bool,
+}
+
 struct Parsed {
     range: Range<usize>,
     record_count: u32,
@@ -444,7 +460,7 @@ impl Tablet {
                     last_snapshot_ms: now,
                     closed: false,
                 }),
-                snapshot: Mutex::new(from),
+                snapshot: tokio::sync::Mutex::new(from),
                 clock,
                 closed: AtomicBool::new(false),
             }),
@@ -488,7 +504,7 @@ impl Tablet {
 
     /// The high watermark now.
     pub fn high_watermark(&self) -> u64 {
-        self.inner.stream.offsets().confirm
+        self.inner.stream.confirm_offset()
     }
 
     /// A receiver of the high watermark, woken each time it advances (the moment an append becomes
@@ -511,7 +527,7 @@ impl Tablet {
     /// The idempotent writers' windows now, by writer id.
     pub async fn writers(&self) -> Vec<WriterState> {
         let hw = self.high_watermark();
-        self.inner.sequencing.lock().await.windows.states(hw)
+        lock(&self.inner.sequencing).windows.states(hw)
     }
 
     fn closed_error(&self) -> TabletError {
@@ -607,144 +623,44 @@ impl Tablet {
         let parsed = self.parse(&request)?;
         let identities: Vec<(i64, i32)> =
             parsed.iter().map(|p| (p.writer_id, p.sequence)).collect();
-        let mut buf = Some(request.to_vec());
-        let inner = &*self.inner;
-        loop {
-            let mut seq = inner.sequencing.lock().await;
-            if seq.closed {
-                return Err(self.closed_error());
-            }
-            let offsets = inner.stream.offsets();
-            let now = inner.clock.now_ms();
-            let verdicts = seq
-                .windows
-                .classify(&identities, now, inner.ttl_ms, offsets.confirm)
-                .map_err(|e| TabletError::OutOfOrderSequence {
-                    index: e.index,
-                    writer_id: e.writer_id,
-                    expected: e.expected,
-                    received: e.received,
-                })?;
-            let pending: Vec<Ack> = verdicts
-                .iter()
-                .filter_map(|v| match v {
-                    Verdict::Duplicate(Entry { ack: Some(ack), .. })
-                        if *ack.borrow() == AckState::Pending =>
-                    {
-                        Some(ack.clone())
-                    }
-                    _ => None,
-                })
-                .collect();
-            if !pending.is_empty() {
-                drop(seq);
-                for ack in pending {
-                    let mut rx = ack.subscribe();
-                    // An error means the sender is gone, which cannot leave it pending.
-                    let _ = rx.wait_for(|s| *s != AckState::Pending).await;
-                }
-                continue;
-            }
-            let duplicates = verdicts
-                .iter()
-                .filter(|v| matches!(v, Verdict::Duplicate(_)))
-                .count();
-            let timestamp = now.max(seq.last_timestamp);
-            let base = offsets.next;
-            let mut result = Vec::with_capacity(parsed.len());
-            let mut next = base;
-            let mut count: u32 = 0;
-            for (p, v) in parsed.iter().zip(&verdicts) {
-                match v {
-                    Verdict::Duplicate(e) => result.push(AppendedBatch {
-                        base_offset: e.base_offset,
-                        record_count: u32::try_from(e.offset_delta).unwrap_or(0) + 1,
-                        commit_timestamp: e.timestamp,
-                        duplicate: true,
-                    }),
-                    _ => {
-                        result.push(AppendedBatch {
-                            base_offset: next,
-                            record_count: p.record_count,
-                            commit_timestamp: timestamp,
-                            duplicate: false,
-                        });
-                        next += u64::from(p.record_count);
-                        count += p.record_count;
-                    }
-                }
-            }
-            if duplicates == parsed.len() {
-                return Ok(AppendResult {
-                    batches: result,
-                    high_watermark: offsets.confirm,
-                });
-            }
-            // Stamp offsets, timestamp and epoch (outside the CRC) and keep only the new batches.
-            let mut bytes = buf.take().unwrap_or_else(|| request.to_vec());
-            let payload = if duplicates == 0 {
-                for (p, r) in parsed.iter().zip(&result) {
-                    stamp(&mut bytes[p.range.clone()], r, inner.epoch)?;
-                }
-                bytes
-            } else {
-                let mut out = Vec::with_capacity(bytes.len());
-                for (p, r) in parsed.iter().zip(&result).filter(|(_, r)| !r.duplicate) {
-                    let start = out.len();
-                    out.extend_from_slice(&bytes[p.range.clone()]);
-                    stamp(&mut out[start..], r, inner.epoch)?;
-                }
-                out
-            };
-            let submitted = inner
+        // Room under the node's budget is reserved before the sequencing lock, so nothing awaits
+        // while the lock is held.
+        let mut permit = Some(
+            self.inner
                 .stream
-                .append_at(base, count, Bytes::from(payload))
+                .reserve(request.len())
                 .await
-                .map_err(|e| match e {
-                    StreamError::OffsetMismatch { expected, next, .. } => TabletError::Inconsistent {
-                        tablet: inner.name.clone(),
-                        message: format!(
-                            "the tablet assigned offset {expected} but the stream's next offset is {next}; \
-                             is another writer appending to the stream?"
-                        ),
-                    },
-                    other => self.stream_error("append", other),
-                })?;
-            let idempotent = verdicts.iter().any(|v| matches!(v, Verdict::New { .. }));
-            let ack: Option<Ack> =
-                idempotent.then(|| Arc::new(watch::Sender::new(AckState::Pending)));
-            for ((p, v), r) in parsed.iter().zip(&verdicts).zip(&result) {
-                if let Verdict::New { restart } = v {
-                    seq.windows.record(
-                        p.writer_id,
-                        Entry {
-                            sequence: p.sequence,
-                            base_offset: r.base_offset,
-                            offset_delta: i32::try_from(p.record_count - 1).unwrap_or(i32::MAX),
-                            timestamp,
-                            ack: ack.clone(),
-                        },
-                        *restart,
-                    );
+                .map_err(|e| self.stream_error("append", e))?,
+        );
+        // The request is stamped in place when this handle is its only owner.
+        let mut bytes = Some(
+            request
+                .try_into_mut()
+                .unwrap_or_else(|shared| BytesMut::from(shared.as_ref())),
+        );
+        loop {
+            let submitted = match self.sequence(&parsed, &identities, &mut permit, &mut bytes)? {
+                Sequenced::WaitFor(pending) => {
+                    for ack in pending {
+                        ack.wait_settled().await;
+                    }
+                    continue;
                 }
-            }
-            seq.last_timestamp = timestamp;
-            seq.appends_since_snapshot += 1;
-            let snapshot_due = seq.appends_since_snapshot >= inner.settings.snapshot_every_appends
-                || now.saturating_sub(seq.last_snapshot_ms)
-                    >= i64::try_from(inner.settings.snapshot_interval.as_millis())
-                        .unwrap_or(i64::MAX);
-            if snapshot_due {
-                seq.appends_since_snapshot = 0;
-                seq.last_snapshot_ms = now;
-            }
-            drop(seq);
-
+                Sequenced::AllDuplicates(result) => return Ok(result),
+                Sequenced::Submitted(submitted) => submitted,
+            };
+            let Submitted {
+                pending,
+                ack,
+                result,
+                next,
+                snapshot_due,
+            } = submitted;
             let outcome = match ack {
-                None => submitted.durable().await,
+                None => pending.await,
                 Some(ack) => {
                     Resolve {
-                        durable: Some(Box::pin(submitted.durable())),
+                        durable: Some(pending),
                         ack,
                     }
                     .wait()
@@ -765,6 +681,150 @@ impl Tablet {
                 high_watermark: self.high_watermark().max(next),
             });
         }
+    }
+
+    /// The part of an append under the sequencing lock: classifies the batches against the writer
+    /// windows, assigns offsets and the commit timestamp, stamps them, submits the new batches to
+    /// the stream (taking `permit` and `bytes`) and records them in the windows. Never awaits.
+    fn sequence(
+        &self,
+        parsed: &[Parsed],
+        identities: &[(i64, i32)],
+        permit: &mut Option<AppendPermit>,
+        bytes: &mut Option<BytesMut>,
+    ) -> Result<Sequenced> {
+        let inner = &*self.inner;
+        let mut seq = lock(&inner.sequencing);
+        if seq.closed {
+            return Err(self.closed_error());
+        }
+        let offsets = inner.stream.offsets();
+        let now = inner.clock.now_ms();
+        let verdicts = seq
+            .windows
+            .classify(identities, now, inner.ttl_ms, offsets.confirm)
+            .map_err(|e| TabletError::OutOfOrderSequence {
+                index: e.index,
+                writer_id: e.writer_id,
+                expected: e.expected,
+                received: e.received,
+            })?;
+        let pending: Vec<Ack> = verdicts
+            .iter()
+            .filter_map(|v| match v {
+                Verdict::Duplicate(Entry { ack: Some(ack), .. })
+                    if ack.state() == AckState::Pending =>
+                {
+                    Some(ack.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        if !pending.is_empty() {
+            return Ok(Sequenced::WaitFor(pending));
+        }
+        let duplicates = verdicts
+            .iter()
+            .filter(|v| matches!(v, Verdict::Duplicate(_)))
+            .count();
+        let timestamp = now.max(seq.last_timestamp);
+        let base = offsets.next;
+        let mut result = Vec::with_capacity(parsed.len());
+        let mut next = base;
+        let mut count: u32 = 0;
+        for (p, v) in parsed.iter().zip(&verdicts) {
+            match v {
+                Verdict::Duplicate(e) => result.push(AppendedBatch {
+                    base_offset: e.base_offset,
+                    record_count: u32::try_from(e.offset_delta).unwrap_or(0) + 1,
+                    commit_timestamp: e.timestamp,
+                    duplicate: true,
+                }),
+                _ => {
+                    result.push(AppendedBatch {
+                        base_offset: next,
+                        record_count: p.record_count,
+                        commit_timestamp: timestamp,
+                        duplicate: false,
+                    });
+                    next += u64::from(p.record_count);
+                    count += p.record_count;
+                }
+            }
+        }
+        if duplicates == parsed.len() {
+            return Ok(Sequenced::AllDuplicates(AppendResult {
+                batches: result,
+                high_watermark: offsets.confirm,
+            }));
+        }
+        let (Some(mut bytes), Some(permit)) = (bytes.take(), permit.take()) else {
+            return Err(TabletError::Inconsistent {
+                tablet: inner.name.clone(),
+                message: "an append request was submitted twice".to_owned(),
+            });
+        };
+        // Stamp offsets, timestamp and epoch (outside the CRC) and keep only the new batches.
+        let payload = if duplicates == 0 {
+            for (p, r) in parsed.iter().zip(&result) {
+                stamp(&mut bytes[p.range.clone()], r, inner.epoch)?;
+            }
+            bytes.freeze()
+        } else {
+            let mut out = Vec::with_capacity(bytes.len());
+            for (p, r) in parsed.iter().zip(&result).filter(|(_, r)| !r.duplicate) {
+                let start = out.len();
+                out.extend_from_slice(&bytes[p.range.clone()]);
+                stamp(&mut out[start..], r, inner.epoch)?;
+            }
+            Bytes::from(out)
+        };
+        let pending = inner
+            .stream
+            .submit_at(base, count, payload, permit)
+            .map_err(|e| match e {
+                StreamError::OffsetMismatch { expected, next, .. } => TabletError::Inconsistent {
+                    tablet: inner.name.clone(),
+                    message: format!(
+                        "the tablet assigned offset {expected} but the stream's next offset is {next}; \
+                         is another writer appending to the stream?"
+                    ),
+                },
+                other => self.stream_error("append", other),
+            })?;
+        let idempotent = verdicts.iter().any(|v| matches!(v, Verdict::New { .. }));
+        let ack: Option<Ack> = idempotent.then(AckCell::pending);
+        for ((p, v), r) in parsed.iter().zip(&verdicts).zip(&result) {
+            if let Verdict::New { restart } = v {
+                seq.windows.record(
+                    p.writer_id,
+                    Entry {
+                        sequence: p.sequence,
+                        base_offset: r.base_offset,
+                        offset_delta: i32::try_from(p.record_count - 1).unwrap_or(i32::MAX),
+                        timestamp,
+                        ack: ack.clone(),
+                    },
+                    *restart,
+                );
+            }
+        }
+        seq.last_timestamp = timestamp;
+        seq.appends_since_snapshot += 1;
+        let snapshot_due = seq.appends_since_snapshot >= inner.settings.snapshot_every_appends
+            || now.saturating_sub(seq.last_snapshot_ms)
+                >= i64::try_from(inner.settings.snapshot_interval.as_millis()).unwrap_or(i64::MAX);
+        if snapshot_due {
+            seq.appends_since_snapshot = 0;
+            seq.last_snapshot_ms = now;
+        }
+        Ok(Sequenced::Submitted(Submitted {
+            pending,
+            ack,
+            result,
+            next,
+            snapshot_due,
+        }))
     }
 
     /// Reads `[from, to)` (`to` is clipped to the isolation bound): whole batches, the first holding
@@ -957,7 +1017,7 @@ impl Tablet {
     async fn snapshot_locked(&self, written: &mut u64) -> Result<()> {
         let inner = &*self.inner;
         let (at, data) = {
-            let mut seq = inner.sequencing.lock().await;
+            let mut seq = lock(&inner.sequencing);
             let at = inner.stream.offsets().confirm;
             seq.windows.expire(inner.clock.now_ms(), inner.ttl_ms);
             (at, seq.windows.encode_snapshot(at, seq.last_timestamp))
@@ -987,7 +1047,7 @@ impl Tablet {
     pub async fn close(&self) -> Result<()> {
         let inner = &*self.inner;
         let next = {
-            let mut seq = inner.sequencing.lock().await;
+            let mut seq = lock(&inner.sequencing);
             if seq.closed {
                 return Ok(());
             }
@@ -1010,7 +1070,7 @@ impl Tablet {
     pub async fn destroy(&self) -> Result<()> {
         let inner = &*self.inner;
         {
-            let mut seq = inner.sequencing.lock().await;
+            let mut seq = lock(&inner.sequencing);
             seq.closed = true;
         }
         inner.closed.store(true, Ordering::Release);
@@ -1106,17 +1166,15 @@ fn stamp(batch: &mut [u8], r: &AppendedBatch, epoch: i32) -> Result<()> {
     })
 }
 
-type DurableFuture = Pin<Box<dyn Future<Output = Result<u64, StreamError>> + Send>>;
-
 /// Resolves an idempotent append's acknowledgement even if the appending request is cancelled:
 /// dropped before the outcome is known, it hands the wait to a task.
 struct Resolve {
-    durable: Option<DurableFuture>,
+    durable: Option<PendingAppend>,
     ack: Ack,
 }
 
 fn settle(ack: &Ack, outcome: &Result<u64, StreamError>) {
-    ack.send_replace(if outcome.is_ok() {
+    ack.settle(if outcome.is_ok() {
         AckState::Durable
     } else {
         AckState::Failed
@@ -1150,7 +1208,7 @@ impl Drop for Resolve {
             }
             // No runtime to finish the wait: forget the entry rather than keep it pending forever.
             Err(_) => {
-                ack.send_replace(AckState::Failed);
+                ack.settle(AckState::Failed);
             }
         }
     }
@@ -1248,4 +1306,12 @@ async fn last_batch_timestamp(stream: &dyn LogStream, name: &str, end: u64) -> R
         }
     }
     Ok(last)
+}
+
+/// Locks `mutex`; a panic while it was held cannot leave the writer windows half-updated in a way
+/// that matters more than losing the process, so a poisoned lock is entered anyway.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

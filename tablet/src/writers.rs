@@ -34,8 +34,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Batches retained per writer.
 pub const WINDOW: usize = 5;
@@ -65,7 +66,54 @@ pub(crate) enum AckState {
 }
 
 /// The acknowledgement of one append request, shared by the window entries it created.
-pub(crate) type Ack = Arc<watch::Sender<AckState>>;
+pub(crate) type Ack = Arc<AckCell>;
+
+/// Where one append request stands, and a way to wait until it is settled. Cheap to create, to
+/// settle and to drop when nobody waits (the common case: a retry of an in-flight batch is rare).
+#[derive(Debug)]
+pub(crate) struct AckCell {
+    state: AtomicU8,
+    settled: Notify,
+}
+
+impl AckCell {
+    /// A new, pending acknowledgement.
+    pub(crate) fn pending() -> Ack {
+        Arc::new(AckCell {
+            state: AtomicU8::new(AckState::Pending as u8),
+            settled: Notify::new(),
+        })
+    }
+
+    /// The state now.
+    pub(crate) fn state(&self) -> AckState {
+        match self.state.load(Ordering::Acquire) {
+            s if s == AckState::Durable as u8 => AckState::Durable,
+            s if s == AckState::Failed as u8 => AckState::Failed,
+            _ => AckState::Pending,
+        }
+    }
+
+    /// Records the outcome and wakes every waiter.
+    pub(crate) fn settle(&self, state: AckState) {
+        self.state.store(state as u8, Ordering::Release);
+        self.settled.notify_waiters();
+    }
+
+    /// Waits until the outcome is known.
+    pub(crate) async fn wait_settled(&self) {
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            // Registered before the state is read, so a settle in between is not missed.
+            notified.as_mut().enable();
+            if self.state() != AckState::Pending {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
 
 /// One retained batch of a writer.
 #[derive(Debug, Clone)]
@@ -86,7 +134,7 @@ impl Entry {
     fn failed(&self) -> bool {
         self.ack
             .as_ref()
-            .is_some_and(|a| *a.borrow() == AckState::Failed)
+            .is_some_and(|a| a.state() == AckState::Failed)
     }
 
     fn public(&self, high_watermark: u64) -> WriterBatch {
@@ -235,7 +283,8 @@ impl Windows {
                     }
                 }
             };
-            if matches!(verdict, Verdict::New { .. }) {
+            // Only a later batch of the same request looks the plan up (none after the last).
+            if matches!(verdict, Verdict::New { .. }) && index + 1 < batches.len() {
                 planned.insert(writer_id, sequence);
             }
             out.push(verdict);

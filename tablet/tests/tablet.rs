@@ -14,7 +14,7 @@ use mink_s3stream::storage::{
 };
 use mink_s3stream::wal::WalSettings;
 use mink_tablet::{
-    Columns, ErrorKind, Isolation, ManualClock, Tablet, TabletError, TabletSettings,
+    Columns, CountingStream, ErrorKind, Isolation, ManualClock, Tablet, TabletError, TabletSettings,
 };
 
 async fn read_all(tablet: &Tablet, from: u64) -> Vec<mink_tablet::ReadBatch> {

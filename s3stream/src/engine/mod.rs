@@ -233,7 +233,7 @@ impl std::fmt::Debug for Engine {
 /// Back-pressure accounts in KiB so that a `u32` of permits covers any sensible budget.
 const BUDGET_UNIT: u64 = 1024;
 
-fn units(bytes: u64) -> u64 {
+pub(crate) fn units(bytes: u64) -> u64 {
     bytes.div_ceil(BUDGET_UNIT).max(1)
 }
 
@@ -551,7 +551,7 @@ impl EngineShared {
         self.compact_now().await?;
         self.metadata.close_stream(stream.id, stream.epoch).await?;
         self.forget(stream.id);
-        self.caches.tail.remove_stream(stream.id).await;
+        self.caches.tail.remove_stream(stream.id);
         Ok(())
     }
 
@@ -560,7 +560,7 @@ impl EngineShared {
         self.metadata.delete_stream(stream.id, stream.epoch).await?;
         self.forget(stream.id);
         lock(&stream.log).remove_below(u64::MAX);
-        self.caches.tail.remove_stream(stream.id).await;
+        self.caches.tail.remove_stream(stream.id);
         Ok(())
     }
 }

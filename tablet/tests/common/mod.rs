@@ -3,22 +3,16 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use async_trait::async_trait;
 use bytes::Bytes;
 use mink_codec::{BatchMeta, encode_batch};
 use mink_metadata::{MemoryKv, MetaKv, Metadata, MetadataOptions};
 use mink_s3stream::engine::{CompactionSettings, Engine, EngineSettings};
-use mink_s3stream::error::StreamError;
-use mink_s3stream::log_cache::StreamBatch;
 use mink_s3stream::storage::{ObjectStorage, ObjectStoreBackend};
-use mink_s3stream::stream::{Offsets, PendingAppend, ReadBound};
-use mink_tablet::{Clock, LogStream, ManualClock, StaticSchemas, Tablet, TabletId, TabletSettings};
-use tokio::sync::watch;
+use mink_tablet::{Clock, ManualClock, StaticSchemas, Tablet, TabletId, TabletSettings};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 pub const SCHEMA_ID: i16 = 1;
@@ -159,64 +153,4 @@ pub async fn open_with(
         builder = builder.stream_layer(layer);
     }
     builder.open_or_create().await.unwrap()
-}
-
-/// A stream wrapper counting fetches.
-pub struct CountingStream {
-    pub inner: Arc<dyn LogStream>,
-    pub fetches: Arc<AtomicU64>,
-}
-
-impl CountingStream {
-    pub fn layer(fetches: Arc<AtomicU64>) -> mink_tablet::StreamLayer {
-        Arc::new(move |inner| {
-            Arc::new(CountingStream {
-                inner,
-                fetches: fetches.clone(),
-            }) as Arc<dyn LogStream>
-        })
-    }
-}
-
-#[async_trait]
-impl LogStream for CountingStream {
-    fn id(&self) -> u64 {
-        self.inner.id()
-    }
-    fn epoch(&self) -> u64 {
-        self.inner.epoch()
-    }
-    fn offsets(&self) -> Offsets {
-        self.inner.offsets()
-    }
-    fn watch_confirm(&self) -> watch::Receiver<u64> {
-        self.inner.watch_confirm()
-    }
-    async fn append_at(
-        &self,
-        base_offset: u64,
-        count: u32,
-        payload: Bytes,
-    ) -> Result<PendingAppend, StreamError> {
-        self.inner.append_at(base_offset, count, payload).await
-    }
-    async fn fetch(
-        &self,
-        from: u64,
-        to: u64,
-        max_bytes: usize,
-        bound: ReadBound,
-    ) -> Result<Vec<StreamBatch>, StreamError> {
-        self.fetches.fetch_add(1, Ordering::SeqCst);
-        self.inner.fetch(from, to, max_bytes, bound).await
-    }
-    async fn trim(&self, offset: u64) -> Result<(), StreamError> {
-        self.inner.trim(offset).await
-    }
-    async fn close(&self) -> Result<(), StreamError> {
-        self.inner.close().await
-    }
-    async fn destroy(&self) -> Result<(), StreamError> {
-        self.inner.destroy().await
-    }
 }

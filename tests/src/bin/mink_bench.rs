@@ -43,19 +43,14 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use async_trait::async_trait;
 use bytes::Bytes;
 use mink_codec::{BatchMeta, encode_batch};
 use mink_metadata::{MemoryKv, Metadata, MetadataOptions};
 use mink_s3stream::engine::{Engine, EngineSettings};
-use mink_s3stream::error::StreamError;
-use mink_s3stream::log_cache::StreamBatch;
 use mink_s3stream::storage::{
     LatencyProfile, LatencyStorage, ObjectStorage, ObjectStoreBackend, S3Config,
 };
-use mink_s3stream::stream::{Offsets, PendingAppend, ReadBound};
-use mink_tablet::{LogStream, ManualClock, StaticSchemas, Tablet, TabletId};
-use tokio::sync::watch;
+use mink_tablet::{CountingStream, ManualClock, StaticSchemas, Tablet, TabletId};
 
 type Error = String;
 
@@ -1153,12 +1148,7 @@ impl Bench {
                 kv_schema(),
             )])))
             .clock(clock.clone())
-            .stream_layer(Arc::new(move |inner| {
-                Arc::new(CountingStream {
-                    inner,
-                    fetches: counter.clone(),
-                }) as Arc<dyn LogStream>
-            }))
+            .stream_layer(CountingStream::layer(counter))
             .create()
             .await
             .map_err(|e| format!("tablet: {e}"))?;
@@ -1257,55 +1247,6 @@ fn signed_ms(acked: Instant, received: Instant) -> f64 {
         ms(received - acked)
     } else {
         -ms(acked - received)
-    }
-}
-
-/// A stream wrapper counting fetches (item 6).
-struct CountingStream {
-    inner: Arc<dyn LogStream>,
-    fetches: Arc<AtomicU64>,
-}
-
-#[async_trait]
-impl LogStream for CountingStream {
-    fn id(&self) -> u64 {
-        self.inner.id()
-    }
-    fn epoch(&self) -> u64 {
-        self.inner.epoch()
-    }
-    fn offsets(&self) -> Offsets {
-        self.inner.offsets()
-    }
-    fn watch_confirm(&self) -> watch::Receiver<u64> {
-        self.inner.watch_confirm()
-    }
-    async fn append_at(
-        &self,
-        base_offset: u64,
-        count: u32,
-        payload: Bytes,
-    ) -> Result<PendingAppend, StreamError> {
-        self.inner.append_at(base_offset, count, payload).await
-    }
-    async fn fetch(
-        &self,
-        from: u64,
-        to: u64,
-        max_bytes: usize,
-        bound: ReadBound,
-    ) -> Result<Vec<StreamBatch>, StreamError> {
-        self.fetches.fetch_add(1, Ordering::SeqCst);
-        self.inner.fetch(from, to, max_bytes, bound).await
-    }
-    async fn trim(&self, offset: u64) -> Result<(), StreamError> {
-        self.inner.trim(offset).await
-    }
-    async fn close(&self) -> Result<(), StreamError> {
-        self.inner.close().await
-    }
-    async fn destroy(&self) -> Result<(), StreamError> {
-        self.inner.destroy().await
     }
 }
 
