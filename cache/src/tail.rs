@@ -82,12 +82,12 @@ struct IndexEntry {
     generation: u64,
 }
 
-type Indexes = Mutex<HashMap<u64, BTreeMap<u64, IndexEntry>>>;
+type Indexes = Mutex<HashMap<u64, BTreeMap<u64, IndexEntry>, foldhash::fast::RandomState>>;
 
 /// The tail cache of one node. Cheap to clone; clones share the cache.
 #[derive(Debug, Clone)]
 pub struct TailCache {
-    batches: Cache<(u64, u64), Entry>,
+    batches: Cache<(u64, u64), Entry, foldhash::fast::RandomState>,
     // Never held across an await or a call into moka: the eviction listener takes this lock.
     indexes: Arc<Indexes>,
     generation: Arc<AtomicU64>,
@@ -127,7 +127,8 @@ impl TailCache {
                     }
                 }
             })
-            .build();
+            // Keys are our own offsets, not attacker-chosen: a fast hash is enough.
+            .build_with_hasher(foldhash::fast::RandomState::default());
         Self {
             batches,
             indexes,

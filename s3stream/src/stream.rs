@@ -117,6 +117,20 @@ impl std::future::Future for PendingAppend {
     }
 }
 
+/// What the builder given to [`Stream::submit_with`] decided.
+#[derive(Debug)]
+pub enum Build {
+    /// Append `payload`, a batch covering `count` offsets from the offset the builder was given.
+    Append {
+        /// Offsets the batch covers (at least one).
+        count: u32,
+        /// The batch.
+        payload: Bytes,
+    },
+    /// Append nothing.
+    Nothing,
+}
+
 /// Room reserved for one append under the node's budget of uncompacted data
 /// ([`Stream::reserve`]). Spent by [`Stream::submit_at`]; dropped unused, it gives the room back.
 #[derive(Debug)]
@@ -257,6 +271,18 @@ impl Stream {
         Ok(AppendPermit { permit, len })
     }
 
+    /// [`Stream::reserve`] without waiting: `None` when the budget is full and the caller must
+    /// wait with `reserve`; errors as `reserve`.
+    pub fn try_reserve(&self, len: usize) -> Option<Result<AppendPermit>> {
+        if let Err(error) = self.check_appendable(1) {
+            return Some(Err(error));
+        }
+        self.shared
+            .engine
+            .try_admit(len)
+            .map(|admitted| admitted.map(|permit| AppendPermit { permit, len }))
+    }
+
     /// Appends a batch whose first offset the caller already wrote into it, with room reserved by
     /// [`Stream::reserve`]; does not wait. Fails (appending nothing) with
     /// [`StreamError::OffsetMismatch`] unless `base_offset` is the next offset, and with
@@ -306,35 +332,47 @@ impl Stream {
         payload: Bytes,
         permit: AppendPermit,
     ) -> Result<PendingAppend> {
-        self.check_appendable(count)?;
-        if payload.len() > permit.len {
-            return Err(StreamError::PermitTooSmall {
-                len: payload.len(),
-                reserved: permit.len,
-            });
+        let mut permit = Some(permit);
+        let mut payload = Some(payload);
+        let mut mismatch = None;
+        let pending =
+            self.submit_with(&mut permit, &mut |next| match (expected, payload.take()) {
+                (Some(expected), _) if expected != next => {
+                    mismatch = Some(next);
+                    Build::Nothing
+                }
+                (_, Some(payload)) => Build::Append { count, payload },
+                (_, None) => Build::Nothing,
+            })?;
+        match (pending, mismatch, expected) {
+            (Some(pending), _, _) => Ok(pending),
+            (None, Some(next), Some(expected)) => Err(StreamError::OffsetMismatch {
+                stream_id: self.shared.id,
+                expected,
+                next,
+            }),
+            (None, _, _) => Err(StreamError::Closed {
+                stream_id: self.shared.id,
+            }),
         }
-        let mut permit = permit.permit;
-        if let Some(held) = permit.as_mut() {
-            let need = usize::try_from(units(payload.len() as u64)).unwrap_or(usize::MAX);
-            if held.num_permits() > need {
-                drop(held.split(held.num_permits() - need));
-            }
-        }
-        let payload_len = payload.len() as u64;
-        let pending = self.sequence(expected, count, payload, permit)?;
-        self.shared.engine.note_append(payload_len);
-        Ok(pending)
     }
 
-    /// Under the sequencing lock: takes the next offsets, puts the batch in the log cache and
-    /// submits it to the WAL, so WAL submission order is offset order.
-    fn sequence(
+    /// Appends what `build` decides, given the next offset, with room reserved by
+    /// [`Stream::reserve`] (taken from `permit` only if something is appended); does not wait.
+    ///
+    /// `build` runs under the stream's sequencing lock, so a caller that assigns offsets, stamps
+    /// them into the batch and keeps its own state about them (the tablet's writer windows) needs no
+    /// lock of its own around the submission: nothing can be appended between `build` seeing the
+    /// next offset and the batch taking it. `build` must be quick and must not call back into this
+    /// stream. Returns `None` when `build` decided [`Build::Nothing`]; fails (appending nothing)
+    /// when the stream is closed or fenced, when the batch is empty or larger than the permit
+    /// ([`StreamError::PermitTooSmall`]), or when the WAL refuses it.
+    pub fn submit_with(
         &self,
-        expected: Option<u64>,
-        count: u32,
-        payload: Bytes,
-        permit: Option<OwnedSemaphorePermit>,
-    ) -> Result<PendingAppend> {
+        permit: &mut Option<AppendPermit>,
+        build: &mut dyn FnMut(u64) -> Build,
+    ) -> Result<Option<PendingAppend>> {
+        self.check_appendable(1)?;
         let shared = &self.shared;
         let mut sequencer = lock(&shared.sequencer);
         if sequencer.closed {
@@ -343,15 +381,30 @@ impl Stream {
             });
         }
         let base_offset = sequencer.next;
-        if let Some(expected) = expected
-            && expected != base_offset
-        {
-            return Err(StreamError::OffsetMismatch {
+        let (count, payload) = match build(base_offset) {
+            Build::Nothing => return Ok(None),
+            Build::Append { count, payload } => (count, payload),
+        };
+        if count == 0 {
+            return Err(StreamError::EmptyBatch {
                 stream_id: shared.id,
-                expected,
-                next: base_offset,
             });
         }
+        let reserved = permit.as_ref().map_or(0, |p| p.len);
+        if payload.len() > reserved {
+            return Err(StreamError::PermitTooSmall {
+                len: payload.len(),
+                reserved,
+            });
+        }
+        let mut held = permit.take().and_then(|p| p.permit);
+        if let Some(held) = held.as_mut() {
+            let need = usize::try_from(units(payload.len() as u64)).unwrap_or(usize::MAX);
+            if held.num_permits() > need {
+                drop(held.split(held.num_permits() - need));
+            }
+        }
+        let payload_len = payload.len() as u64;
         let end_offset = base_offset + u64::from(count);
         let tail_copy = payload.clone();
         lock(&shared.log).push(
@@ -360,7 +413,7 @@ impl Stream {
                 count,
                 payload: payload.clone(),
             },
-            permit,
+            held,
         );
         let (tx, rx) = oneshot::channel();
         let on_durable = Arc::clone(shared);
@@ -404,11 +457,13 @@ impl Stream {
         {
             tracing::debug!(%error, stream_id = shared.id, "tail cache refused a batch");
         }
-        Ok(PendingAppend {
+        drop(sequencer);
+        shared.engine.note_append(payload_len);
+        Ok(Some(PendingAppend {
             base_offset,
             end_offset,
             ack: rx,
-        })
+        }))
     }
 
     /// Whole batches from the one holding `from`, up to `to` (exclusive, clipped to the bound),

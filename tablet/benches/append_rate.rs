@@ -24,6 +24,8 @@ use mink_s3stream::storage::{ObjectStorage, ObjectStoreBackend};
 use mink_tablet::{StaticSchemas, Tablet, TabletId};
 
 const ROWS: i64 = 10;
+/// Alternating rounds per side and measurement.
+const ROUNDS: usize = 4;
 
 fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -148,53 +150,73 @@ async fn tablet_rate(storage: Arc<dyn ObjectStorage>, writers: usize, secs: f64)
     rate
 }
 
-fn main() {
-    let secs: f64 = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1.5);
+/// Measures one store and writer count in this process and prints its table row.
+fn measure(store: &str, writers: usize, secs: f64) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let mut out = std::io::stdout().lock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut runs = 0;
+    let mut make = || -> Arc<dyn ObjectStorage> {
+        runs += 1;
+        match store {
+            "memory" => Arc::new(ObjectStoreBackend::memory()),
+            _ => {
+                let path = dir.path().join(runs.to_string());
+                std::fs::create_dir_all(&path).expect("run dir");
+                Arc::new(ObjectStoreBackend::local(&path).expect("local store"))
+            }
+        }
+    };
+    // Alternate and repeat so drift on a noisy machine hits both sides alike.
+    let (mut s, mut t) = (0.0, 0.0);
+    for _ in 0..ROUNDS {
+        s += runtime.block_on(stream_rate(make(), writers, secs / ROUNDS as f64));
+        t += runtime.block_on(tablet_rate(make(), writers, secs / ROUNDS as f64));
+    }
+    let (s, t) = (s / ROUNDS as f64, t / ROUNDS as f64);
     let _ = writeln!(
-        out,
-        "| store | writers | stream appends/s | tablet appends/s | tablet / stream |"
+        std::io::stdout(),
+        "| {store} | {writers} | {s:.0} | {t:.0} | {:.3} |",
+        t / s
     );
-    let _ = writeln!(out, "|---|---|---|---|---|");
-    let only: Option<String> = std::env::args()
-        .skip(1)
-        .find(|a| a == "memory" || a == "local");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `--one STORE WRITERS SECS`: the child process measuring one row.
+    if let [flag, store, writers, secs] = args.as_slice()
+        && flag == "--one"
+    {
+        measure(
+            store,
+            writers.parse().expect("writers"),
+            secs.parse().expect("seconds"),
+        );
+        return;
+    }
+    let secs: f64 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(1.5);
+    let only = args.iter().find(|a| *a == "memory" || *a == "local");
+    let _ = writeln!(
+        std::io::stdout(),
+        "| store | writers | stream appends/s | tablet appends/s | tablet / stream |\n|---|---|---|---|---|"
+    );
+    // Each row runs in a fresh process, so the heap and caches one row leaves behind do not
+    // weigh on the next.
+    let exe = std::env::current_exe().expect("this benchmark's path");
     for store in ["memory", "local"] {
-        if only.as_deref().is_some_and(|o| o != store) {
+        if only.is_some_and(|o| o != store) {
             continue;
         }
         for writers in [1usize, 8, 64] {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let mut runs = 0;
-            let mut make = || -> Arc<dyn ObjectStorage> {
-                runs += 1;
-                match store {
-                    "memory" => Arc::new(ObjectStoreBackend::memory()),
-                    _ => {
-                        let path = dir.path().join(runs.to_string());
-                        std::fs::create_dir_all(&path).expect("run dir");
-                        Arc::new(ObjectStoreBackend::local(&path).expect("local store"))
-                    }
-                }
-            };
-            // Alternate and repeat so drift on a noisy machine hits both sides alike.
-            let (mut s, mut t) = (0.0, 0.0);
-            for _ in 0..2 {
-                s += runtime.block_on(stream_rate(make(), writers, secs / 2.0));
-                t += runtime.block_on(tablet_rate(make(), writers, secs / 2.0));
-            }
-            let (s, t) = (s / 2.0, t / 2.0);
-            let _ = writeln!(
-                out,
-                "| {store} | {writers} | {s:.0} | {t:.0} | {:.3} |",
-                t / s
+            let status = std::process::Command::new(&exe)
+                .args(["--one", store, &writers.to_string(), &secs.to_string()])
+                .status()
+                .expect("run the measurement");
+            assert!(
+                status.success(),
+                "measuring {store} with {writers} writers failed"
             );
         }
     }

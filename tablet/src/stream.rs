@@ -8,18 +8,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use mink_s3stream::error::StreamError;
 use mink_s3stream::log_cache::StreamBatch;
-use mink_s3stream::stream::{AppendPermit, Offsets, PendingAppend, ReadBound, Stream};
+use mink_s3stream::stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound, Stream};
 use tokio::sync::watch;
 
 /// An ordered log of opaque batches with start, confirm and next offsets.
 ///
 /// # Contract
 ///
-/// The same as [`mink_s3stream::stream::Stream`]'s methods of the same names: `submit_at` assigns
-/// offsets in call order and fails (appending nothing) unless `base_offset` is the next offset;
+/// The same as [`mink_s3stream::stream::Stream`]'s methods of the same names: `submit_with` runs its
+/// builder under the stream's sequencing lock with the next offset and appends what it builds;
 /// `PendingAppend::durable` resolves in submission order; the confirm watch only moves forward, at the
 /// moment an append becomes durable; `fetch` returns whole batches starting with the one holding
 /// `from`, at least one when any is below the bound.
@@ -38,15 +37,19 @@ pub trait LogStream: Send + Sync + 'static {
     /// Reserves room for a batch of `len` bytes under the node's budget of uncompacted data
     /// (waits, bounded, while it is full).
     async fn reserve(&self, len: usize) -> Result<AppendPermit, StreamError>;
-    /// Appends one batch covering `count` offsets at `base_offset` with room reserved by
-    /// [`LogStream::reserve`]; does not wait.
-    fn submit_at(
+    /// [`LogStream::reserve`] if it needs no wait; `None` otherwise (the default: always wait).
+    fn try_reserve(&self, len: usize) -> Option<Result<AppendPermit, StreamError>> {
+        let _ = len;
+        None
+    }
+    /// Appends what `build` decides given the next offset, under the stream's sequencing lock,
+    /// with room reserved by [`LogStream::reserve`]; does not wait. See
+    /// [`Stream::submit_with`].
+    fn submit_with(
         &self,
-        base_offset: u64,
-        count: u32,
-        payload: Bytes,
-        permit: AppendPermit,
-    ) -> Result<PendingAppend, StreamError>;
+        permit: &mut Option<AppendPermit>,
+        build: &mut dyn FnMut(u64) -> Build,
+    ) -> Result<Option<PendingAppend>, StreamError>;
     /// Whole batches from the one holding `from` up to `to`, about `max_bytes`.
     async fn fetch(
         &self,
@@ -95,14 +98,16 @@ impl LogStream for Stream {
         Stream::reserve(self, len).await
     }
 
-    fn submit_at(
+    fn try_reserve(&self, len: usize) -> Option<Result<AppendPermit, StreamError>> {
+        Stream::try_reserve(self, len)
+    }
+
+    fn submit_with(
         &self,
-        base_offset: u64,
-        count: u32,
-        payload: Bytes,
-        permit: AppendPermit,
-    ) -> Result<PendingAppend, StreamError> {
-        Stream::submit_at(self, base_offset, count, payload, permit)
+        permit: &mut Option<AppendPermit>,
+        build: &mut dyn FnMut(u64) -> Build,
+    ) -> Result<Option<PendingAppend>, StreamError> {
+        Stream::submit_with(self, permit, build)
     }
 
     async fn fetch(
@@ -173,14 +178,16 @@ impl LogStream for CountingStream {
         self.inner.reserve(len).await
     }
 
-    fn submit_at(
+    fn try_reserve(&self, len: usize) -> Option<Result<AppendPermit, StreamError>> {
+        self.inner.try_reserve(len)
+    }
+
+    fn submit_with(
         &self,
-        base_offset: u64,
-        count: u32,
-        payload: Bytes,
-        permit: AppendPermit,
-    ) -> Result<PendingAppend, StreamError> {
-        self.inner.submit_at(base_offset, count, payload, permit)
+        permit: &mut Option<AppendPermit>,
+        build: &mut dyn FnMut(u64) -> Build,
+    ) -> Result<Option<PendingAppend>, StreamError> {
+        self.inner.submit_with(permit, build)
     }
 
     async fn fetch(

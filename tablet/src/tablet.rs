@@ -13,7 +13,7 @@ use mink_metadata::{
 };
 use mink_s3stream::engine::Engine;
 use mink_s3stream::error::StreamError;
-use mink_s3stream::stream::{AppendPermit, PendingAppend, ReadBound};
+use mink_s3stream::stream::{AppendPermit, Build, PendingAppend, ReadBound};
 use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
@@ -350,6 +350,21 @@ enum Sequenced {
     Submitted(Submitted),
 }
 
+/// What the builder of an append decided under the stream's lock.
+enum Decided {
+    /// Wait for these in-flight batches, then classify again.
+    WaitFor(Vec<Ack>),
+    /// Every batch is a duplicate; nothing to append.
+    AllDuplicates(AppendResult),
+    /// The new batches are handed to the stream.
+    Append {
+        ack: Option<Ack>,
+        result: Vec<AppendedBatch>,
+        next: u64,
+        snapshot_due: bool,
+    },
+}
+
 struct Submitted {
     pending: PendingAppend,
     ack: Option<Ack>,
@@ -621,17 +636,14 @@ impl Tablet {
     /// a duplicate if it became durable, evaluated afresh if it failed.
     pub async fn append(&self, request: Bytes) -> Result<AppendResult> {
         let parsed = self.parse(&request)?;
-        let identities: Vec<(i64, i32)> =
-            parsed.iter().map(|p| (p.writer_id, p.sequence)).collect();
         // Room under the node's budget is reserved before the sequencing lock, so nothing awaits
         // while the lock is held.
-        let mut permit = Some(
-            self.inner
-                .stream
-                .reserve(request.len())
-                .await
-                .map_err(|e| self.stream_error("append", e))?,
-        );
+        let stream = &self.inner.stream;
+        let reserved = match stream.try_reserve(request.len()) {
+            Some(now) => now,
+            None => stream.reserve(request.len()).await,
+        };
+        let mut permit = Some(reserved.map_err(|e| self.stream_error("append", e))?);
         // The request is stamped in place when this handle is its only owner.
         let mut bytes = Some(
             request
@@ -639,7 +651,7 @@ impl Tablet {
                 .unwrap_or_else(|shared| BytesMut::from(shared.as_ref())),
         );
         loop {
-            let submitted = match self.sequence(&parsed, &identities, &mut permit, &mut bytes)? {
+            let submitted = match self.sequence(&parsed, &mut permit, &mut bytes)? {
                 Sequenced::WaitFor(pending) => {
                     for ack in pending {
                         ack.wait_settled().await;
@@ -683,32 +695,99 @@ impl Tablet {
         }
     }
 
-    /// The part of an append under the sequencing lock: classifies the batches against the writer
-    /// windows, assigns offsets and the commit timestamp, stamps them, submits the new batches to
-    /// the stream (taking `permit` and `bytes`) and records them in the windows. Never awaits.
+    /// Submits an append: the batches are classified, stamped and recorded by a builder the stream
+    /// runs under its own sequencing lock, given the next offset ([`LogStream::submit_with`]), so
+    /// offsets, writer windows and the stream advance together with no lock of the tablet's around
+    /// the submission. Never awaits.
     fn sequence(
         &self,
         parsed: &[Parsed],
-        identities: &[(i64, i32)],
         permit: &mut Option<AppendPermit>,
         bytes: &mut Option<BytesMut>,
     ) -> Result<Sequenced> {
         let inner = &*self.inner;
+        // Read before the stream's lock: a stale (lower) value only keeps the acknowledgements of
+        // durable batches in the windows a little longer.
+        let confirm = inner.stream.confirm_offset();
+        let mut decided: Option<Result<Decided>> = None;
+        let submitted = inner.stream.submit_with(permit, &mut |next| {
+            let (build, outcome) = self.decide(parsed, bytes, next, confirm);
+            decided = Some(outcome);
+            build
+        });
+        match (submitted, decided) {
+            (Err(error), decided) => {
+                // Recorded in the windows but not appended: the entries fail, so a retry is
+                // evaluated afresh.
+                if let Some(Ok(Decided::Append { ack: Some(ack), .. })) = decided {
+                    ack.settle(AckState::Failed);
+                }
+                Err(self.stream_error("append", error))
+            }
+            (Ok(_), Some(Err(error))) => Err(error),
+            (Ok(None), Some(Ok(Decided::WaitFor(pending)))) => Ok(Sequenced::WaitFor(pending)),
+            (Ok(None), Some(Ok(Decided::AllDuplicates(result)))) => {
+                Ok(Sequenced::AllDuplicates(result))
+            }
+            (
+                Ok(Some(pending)),
+                Some(Ok(Decided::Append {
+                    ack,
+                    result,
+                    next,
+                    snapshot_due,
+                })),
+            ) => Ok(Sequenced::Submitted(Submitted {
+                pending,
+                ack,
+                result,
+                next,
+                snapshot_due,
+            })),
+            _ => Err(TabletError::Inconsistent {
+                tablet: inner.name.clone(),
+                message: "the stream and the tablet disagree on whether a batch was appended"
+                    .to_owned(),
+            }),
+        }
+    }
+
+    /// The builder of [`Tablet::sequence`], run under the stream's sequencing lock with the next
+    /// offset: classifies the batches against the writer windows, assigns offsets and the commit
+    /// timestamp, stamps them into the batches (taking `bytes`) and records the new ones in the
+    /// windows.
+    fn decide(
+        &self,
+        parsed: &[Parsed],
+        bytes: &mut Option<BytesMut>,
+        base: u64,
+        confirm: u64,
+    ) -> (Build, Result<Decided>) {
+        let inner = &*self.inner;
         let mut seq = lock(&inner.sequencing);
         if seq.closed {
-            return Err(self.closed_error());
+            return (Build::Nothing, Err(self.closed_error()));
         }
-        let offsets = inner.stream.offsets();
         let now = inner.clock.now_ms();
-        let verdicts = seq
-            .windows
-            .classify(identities, now, inner.ttl_ms, offsets.confirm)
-            .map_err(|e| TabletError::OutOfOrderSequence {
-                index: e.index,
-                writer_id: e.writer_id,
-                expected: e.expected,
-                received: e.received,
-            })?;
+        let verdicts = match seq.windows.classify(
+            parsed.iter().map(|p| (p.writer_id, p.sequence)),
+            now,
+            inner.ttl_ms,
+            confirm,
+        ) {
+            Ok(verdicts) => verdicts,
+            Err(e) => {
+                return (
+                    Build::Nothing,
+                    Err(TabletError::OutOfOrderSequence {
+                        index: e.index,
+                        writer_id: e.writer_id,
+                        expected: e.expected,
+                        received: e.received,
+                    }),
+                );
+            }
+        };
         let pending: Vec<Ack> = verdicts
             .iter()
             .filter_map(|v| match v {
@@ -721,14 +800,13 @@ impl Tablet {
             })
             .collect();
         if !pending.is_empty() {
-            return Ok(Sequenced::WaitFor(pending));
+            return (Build::Nothing, Ok(Decided::WaitFor(pending)));
         }
         let duplicates = verdicts
             .iter()
             .filter(|v| matches!(v, Verdict::Duplicate(_)))
             .count();
         let timestamp = now.max(seq.last_timestamp);
-        let base = offsets.next;
         let mut result = Vec::with_capacity(parsed.len());
         let mut next = base;
         let mut count: u32 = 0;
@@ -753,45 +831,47 @@ impl Tablet {
             }
         }
         if duplicates == parsed.len() {
-            return Ok(Sequenced::AllDuplicates(AppendResult {
-                batches: result,
-                high_watermark: offsets.confirm,
-            }));
+            return (
+                Build::Nothing,
+                Ok(Decided::AllDuplicates(AppendResult {
+                    batches: result,
+                    high_watermark: confirm,
+                })),
+            );
         }
-        let (Some(mut bytes), Some(permit)) = (bytes.take(), permit.take()) else {
-            return Err(TabletError::Inconsistent {
-                tablet: inner.name.clone(),
-                message: "an append request was submitted twice".to_owned(),
-            });
+        let Some(mut bytes) = bytes.take() else {
+            return (
+                Build::Nothing,
+                Err(TabletError::Inconsistent {
+                    tablet: inner.name.clone(),
+                    message: "an append request was submitted twice".to_owned(),
+                }),
+            );
         };
         // Stamp offsets, timestamp and epoch (outside the CRC) and keep only the new batches.
-        let payload = if duplicates == 0 {
-            for (p, r) in parsed.iter().zip(&result) {
-                stamp(&mut bytes[p.range.clone()], r, inner.epoch)?;
-            }
-            bytes.freeze()
+        let stamped = if duplicates == 0 {
+            parsed
+                .iter()
+                .zip(&result)
+                .try_for_each(|(p, r)| stamp(&mut bytes[p.range.clone()], r, inner.epoch))
+                .map(|()| bytes.freeze())
         } else {
             let mut out = Vec::with_capacity(bytes.len());
-            for (p, r) in parsed.iter().zip(&result).filter(|(_, r)| !r.duplicate) {
-                let start = out.len();
-                out.extend_from_slice(&bytes[p.range.clone()]);
-                stamp(&mut out[start..], r, inner.epoch)?;
-            }
-            Bytes::from(out)
+            parsed
+                .iter()
+                .zip(&result)
+                .filter(|(_, r)| !r.duplicate)
+                .try_for_each(|(p, r)| {
+                    let start = out.len();
+                    out.extend_from_slice(&bytes[p.range.clone()]);
+                    stamp(&mut out[start..], r, inner.epoch)
+                })
+                .map(|()| Bytes::from(out))
         };
-        let pending = inner
-            .stream
-            .submit_at(base, count, payload, permit)
-            .map_err(|e| match e {
-                StreamError::OffsetMismatch { expected, next, .. } => TabletError::Inconsistent {
-                    tablet: inner.name.clone(),
-                    message: format!(
-                        "the tablet assigned offset {expected} but the stream's next offset is {next}; \
-                         is another writer appending to the stream?"
-                    ),
-                },
-                other => self.stream_error("append", other),
-            })?;
+        let payload = match stamped {
+            Ok(payload) => payload,
+            Err(error) => return (Build::Nothing, Err(error)),
+        };
         let idempotent = verdicts.iter().any(|v| matches!(v, Verdict::New { .. }));
         let ack: Option<Ack> = idempotent.then(AckCell::pending);
         for ((p, v), r) in parsed.iter().zip(&verdicts).zip(&result) {
@@ -818,13 +898,15 @@ impl Tablet {
             seq.appends_since_snapshot = 0;
             seq.last_snapshot_ms = now;
         }
-        Ok(Sequenced::Submitted(Submitted {
-            pending,
-            ack,
-            result,
-            next,
-            snapshot_due,
-        }))
+        (
+            Build::Append { count, payload },
+            Ok(Decided::Append {
+                ack,
+                result,
+                next,
+                snapshot_due,
+            }),
+        )
     }
 
     /// Reads `[from, to)` (`to` is clipped to the isolation bound): whole batches, the first holding
@@ -1017,8 +1099,10 @@ impl Tablet {
     async fn snapshot_locked(&self, written: &mut u64) -> Result<()> {
         let inner = &*self.inner;
         let (at, data) = {
+            // Never the stream's sequencing lock under the tablet's: appends take them the other
+            // way round.
+            let at = inner.stream.confirm_offset();
             let mut seq = lock(&inner.sequencing);
-            let at = inner.stream.offsets().confirm;
             seq.windows.expire(inner.clock.now_ms(), inner.ttl_ms);
             (at, seq.windows.encode_snapshot(at, seq.last_timestamp))
         };
@@ -1046,14 +1130,16 @@ impl Tablet {
     /// tablet does nothing.
     pub async fn close(&self) -> Result<()> {
         let inner = &*self.inner;
-        let next = {
+        {
             let mut seq = lock(&inner.sequencing);
             if seq.closed {
                 return Ok(());
             }
             seq.closed = true;
-            inner.stream.offsets().next
-        };
+        }
+        // Read after the flag is set (and outside the tablet's lock: appends take the stream's
+        // lock first): an append that saw the tablet open has taken its offsets by now.
+        let next = inner.stream.offsets().next;
         inner.closed.store(true, Ordering::Release);
         let mut hw = inner.stream.watch_confirm();
         let _ = tokio::time::timeout(Duration::from_secs(30), hw.wait_for(|c| *c >= next)).await;

@@ -236,14 +236,15 @@ impl Windows {
     /// sequence within the request.
     pub(crate) fn classify(
         &mut self,
-        batches: &[(i64, i32)],
+        batches: impl ExactSizeIterator<Item = (i64, i32)>,
         now: i64,
         ttl_ms: i64,
         confirm: u64,
     ) -> Result<Vec<Verdict>, OutOfOrder> {
         let mut planned: HashMap<i64, i32> = HashMap::new();
-        let mut out = Vec::with_capacity(batches.len());
-        for (index, &(writer_id, sequence)) in batches.iter().enumerate() {
+        let total = batches.len();
+        let mut out = Vec::with_capacity(total);
+        for (index, (writer_id, sequence)) in batches.enumerate() {
             if writer_id < 0 {
                 out.push(Verdict::Plain);
                 continue;
@@ -284,7 +285,7 @@ impl Windows {
                 }
             };
             // Only a later batch of the same request looks the plan up (none after the last).
-            if matches!(verdict, Verdict::New { .. }) && index + 1 < batches.len() {
+            if matches!(verdict, Verdict::New { .. }) && index + 1 < total {
                 planned.insert(writer_id, sequence);
             }
             out.push(verdict);
@@ -478,7 +479,7 @@ mod tests {
     }
 
     fn one(w: &mut Windows, writer: i64, seq: i32, now: i64) -> Result<Verdict, OutOfOrder> {
-        w.classify(&[(writer, seq)], now, TTL, u64::MAX)
+        w.classify([(writer, seq)].into_iter(), now, TTL, u64::MAX)
             .map(|mut v| v.remove(0))
     }
 

@@ -451,26 +451,37 @@ impl EngineShared {
         (u64::from(self.budget_units).saturating_sub(free)) * BUDGET_UNIT
     }
 
+    /// Room for `len` more uncompacted bytes if there is some now: `None` when the caller must
+    /// wait ([`EngineShared::admit`]).
+    pub(crate) fn try_admit(&self, len: usize) -> Option<Result<Option<OwnedSemaphorePermit>>> {
+        if self.halted() {
+            return Some(Err(StreamError::ShutDown));
+        }
+        let need = units(len as u64);
+        if need > u64::from(self.budget_units) {
+            return Some(Err(StreamError::BatchTooLarge {
+                len,
+                limit: self.settings.max_uncompacted_bytes,
+            }));
+        }
+        let need = need as u32;
+        self.budget
+            .clone()
+            .try_acquire_many_owned(need)
+            .ok()
+            .map(|permit| Ok(Some(permit)))
+    }
+
     /// Waits for room for `len` more uncompacted bytes (back-pressure).
     pub(crate) async fn admit(
         &self,
         stream_id: u64,
         len: usize,
     ) -> Result<Option<OwnedSemaphorePermit>> {
-        if self.halted() {
-            return Err(StreamError::ShutDown);
+        if let Some(now) = self.try_admit(len) {
+            return now;
         }
-        let need = units(len as u64);
-        if need > u64::from(self.budget_units) {
-            return Err(StreamError::BatchTooLarge {
-                len,
-                limit: self.settings.max_uncompacted_bytes,
-            });
-        }
-        let need = need as u32;
-        if let Ok(permit) = self.budget.clone().try_acquire_many_owned(need) {
-            return Ok(Some(permit));
-        }
+        let need = units(len as u64) as u32;
         // Full: make room as fast as possible, then wait (bounded).
         self.wake_compactor.notify_one();
         let started = Instant::now();
