@@ -139,9 +139,11 @@ impl TailCache {
 
     /// Adds a batch just submitted by the write path. Only the write path calls this.
     ///
-    /// Batches of a stream are expected in offset order. A batch that starts below the end of the
-    /// cached ones supersedes every cached batch it overlaps (the log was rewritten from there, e.g.
-    /// after a failed append was retried); a batch leaving a gap is kept, and reads stop at the gap.
+    /// Batches of a stream may arrive out of offset order (concurrent appenders add them after
+    /// taking their offsets): a batch overlapping no cached one is added, and reads stop at a gap
+    /// until the batch filling it arrives. A batch overlapping cached ones means the log was
+    /// rewritten from there (e.g. after a failed append was retried): it supersedes every cached
+    /// batch from the first it overlaps.
     pub fn append(
         &self,
         stream_id: u64,
@@ -160,12 +162,20 @@ impl TailCache {
         let superseded: Vec<u64> = {
             let mut indexes = self.indexes.lock();
             let index = indexes.entry(stream_id).or_default();
-            let overlapping: Vec<u64> = index
-                .iter()
+            // Cached batches never overlap one another, so those overlapping the new one are a
+            // run ending at the last that starts below its end. A batch overlapping any means the
+            // log was rewritten from there: everything cached from the first of them is stale. A
+            // batch overlapping none fills a gap (or extends the end) and supersedes nothing.
+            let first_overlap = index
+                .range(..end_offset)
                 .rev()
                 .take_while(|(_, e)| e.end_offset > base_offset)
-                .map(|(base, _)| *base)
-                .collect();
+                .last()
+                .map(|(base, _)| *base);
+            let overlapping: Vec<u64> = match first_overlap {
+                Some(first) => index.range(first..).map(|(base, _)| *base).collect(),
+                None => Vec::new(),
+            };
             for base in &overlapping {
                 index.remove(base);
             }
@@ -555,6 +565,25 @@ mod tests {
             tail.get(3, 0, 8).expect("stream 3 is cached").next_offset(),
             1
         );
+    }
+
+    #[test]
+    fn batches_arriving_out_of_order_are_all_kept() {
+        let tail = cache(1 << 20);
+        fill(&tail, 1, 20, 1, 10, 10); // 20..30 first
+        fill(&tail, 1, 0, 1, 10, 10); // then 0..10
+        assert_eq!(tail.get(1, 0, usize::MAX).expect("hit").next_offset(), 10);
+        fill(&tail, 1, 10, 1, 10, 10); // the gap 10..20 last
+        let all = tail.get(1, 0, usize::MAX).expect("hit");
+        assert_eq!(bases(&all), vec![0, 10, 20]);
+        assert_eq!(tail.cached_range(1), Some(0..30));
+        // A rewrite (a batch overlapping cached ones) supersedes everything from the first batch
+        // it overlaps.
+        fill(&tail, 1, 5, 1, 10, 20); // 5..15 overlaps 0..10 and 10..20
+        assert_eq!(tail.cached_range(1), Some(5..15));
+        assert!(tail.get(1, 0, usize::MAX).is_none());
+        assert_eq!(bases(&tail.get(1, 5, usize::MAX).expect("hit")), vec![5]);
+        assert!(tail.get(1, 20, usize::MAX).is_none());
     }
 
     #[test]

@@ -445,9 +445,10 @@ impl Stream {
             return Err(StreamError::Wal(error));
         }
         sequencer.next = end_offset;
-        // The tail cache is filled by the write path only, here under the sequencing lock so that
-        // it sees a stream's batches in offset order; reads are bounded by the confirm offset, so
-        // holding a batch before it is durable shows nothing early.
+        drop(sequencer);
+        // The tail cache is filled by the write path only, outside the sequencing lock (it takes
+        // batches in any order); reads are bounded by the confirm offset, so holding a batch
+        // before it is durable shows nothing early.
         if let Err(error) =
             shared
                 .engine
@@ -457,7 +458,6 @@ impl Stream {
         {
             tracing::debug!(%error, stream_id = shared.id, "tail cache refused a batch");
         }
-        drop(sequencer);
         shared.engine.note_append(payload_len);
         Ok(Some(PendingAppend {
             base_offset,

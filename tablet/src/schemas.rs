@@ -17,6 +17,10 @@ use arrow_schema::SchemaRef;
 pub trait Schemas: Send + Sync + 'static {
     /// The schema registered under `schema_id`.
     fn schema(&self, schema_id: i16) -> Option<SchemaRef>;
+    /// Whether the schema with id `schema_id` is known (checked on every append).
+    fn contains(&self, schema_id: i16) -> bool {
+        self.schema(schema_id).is_some()
+    }
 }
 
 /// Compile-time check that [`Schemas`] stays object-safe.
@@ -58,5 +62,12 @@ impl Schemas for StaticSchemas {
             .unwrap_or_else(|p| p.into_inner())
             .get(&schema_id)
             .map(Arc::clone)
+    }
+
+    fn contains(&self, schema_id: i16) -> bool {
+        self.schemas
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&schema_id)
     }
 }

@@ -373,6 +373,9 @@ struct Submitted {
     snapshot_due: bool,
 }
 
+/// Per-batch state of one request, inline for the common request of one or two batches.
+pub(crate) type Batches<T> = smallvec::SmallVec<[T; 2]>;
+
 struct Parsed {
     range: Range<usize>,
     record_count: u32,
@@ -556,7 +559,7 @@ impl Tablet {
     }
 
     /// Checks every batch of an append request (framing, magic, CRC, counts, schema, writer fields).
-    fn parse(&self, request: &[u8]) -> Result<Vec<Parsed>> {
+    fn parse(&self, request: &[u8]) -> Result<Batches<Parsed>> {
         let settings = &self.inner.settings;
         if request.len() as u64 > settings.max_request_bytes {
             return Err(TabletError::TooLarge {
@@ -565,7 +568,7 @@ impl Tablet {
                 limit: settings.max_request_bytes,
             });
         }
-        let mut parsed = Vec::new();
+        let mut parsed = Batches::new();
         let mut total: u32 = 0;
         for (index, view) in mink_codec::batches(request).enumerate() {
             let invalid = |e: mink_codec::Error| TabletError::InvalidBatch {
@@ -589,7 +592,7 @@ impl Tablet {
                     ),
                 });
             }
-            if self.inner.schemas.schema(view.schema_id()).is_none() {
+            if !self.inner.schemas.contains(view.schema_id()) {
                 return Err(TabletError::UnknownSchema {
                     index,
                     schema_id: view.schema_id(),

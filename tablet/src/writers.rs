@@ -240,10 +240,10 @@ impl Windows {
         now: i64,
         ttl_ms: i64,
         confirm: u64,
-    ) -> Result<Vec<Verdict>, OutOfOrder> {
+    ) -> Result<crate::tablet::Batches<Verdict>, OutOfOrder> {
         let mut planned: HashMap<i64, i32> = HashMap::new();
         let total = batches.len();
-        let mut out = Vec::with_capacity(total);
+        let mut out = crate::tablet::Batches::with_capacity(total);
         for (index, (writer_id, sequence)) in batches.enumerate() {
             if writer_id < 0 {
                 out.push(Verdict::Plain);
