@@ -33,10 +33,12 @@
 //!
 //! 1. Every header is checked (framing, magic, CRC, `record_count` = `last_offset_delta + 1`, at least
 //!    one row, known schema id, sane writer fields). A bad batch rejects the whole request.
-//! 2. Under the tablet's short sequencing lock, each idempotent batch is checked against its writer's
+//! 2. Room for the request is reserved under the node's budget of uncompacted data (the only wait
+//!    before submission). Then, in a builder the stream runs under its sequencing lock
+//!    ([`LogStream::submit_with`]), each idempotent batch is checked against its writer's
 //!    window ([`writers`]): new, duplicate (reported with its first offsets, not appended) or out of
 //!    order (the request is rejected, the error names the expected sequence).
-//! 3. Still under the lock, the new batches get consecutive base offsets from the stream's next offset,
+//! 3. Still in the builder, the new batches get consecutive base offsets from the stream's next offset,
 //!    one commit timestamp (the clock, never lower than the previous batch's) and the leader epoch (the
 //!    stream epoch), written in place outside the CRC; they are submitted to the stream as **one stream
 //!    batch** (count = their rows), so the WAL makes them durable together, and the windows record them.
