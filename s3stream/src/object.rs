@@ -49,6 +49,8 @@ use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use mink_metadata::StreamRange;
+
 use crate::le::{u32_at, u64_at};
 
 use crate::log_cache::StreamBatch;
@@ -150,21 +152,6 @@ pub struct ObjectBuilder {
     block_bytes: usize,
 }
 
-/// The span of one stream in a finished object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamSpan {
-    /// The stream.
-    pub stream_id: u64,
-    /// First offset held.
-    pub start_offset: u64,
-    /// Offset after the last one held.
-    pub end_offset: u64,
-    /// Byte position of the stream's first block.
-    pub position: u64,
-    /// Bytes of the stream's blocks.
-    pub len: u64,
-}
-
 impl ObjectBuilder {
     /// A builder cutting blocks at about `block_bytes`.
     pub fn new(block_bytes: usize) -> Self {
@@ -238,15 +225,15 @@ impl ObjectBuilder {
     }
 
     /// Finishes the object: its bytes and the span of each stream, in stream order.
-    pub fn finish(mut self) -> (Bytes, Vec<StreamSpan>) {
-        let mut spans: Vec<StreamSpan> = Vec::new();
+    pub fn finish(mut self) -> (Bytes, Vec<StreamRange>) {
+        let mut spans: Vec<StreamRange> = Vec::new();
         for entry in &self.index {
             match spans.last_mut() {
                 Some(span) if span.stream_id == entry.stream_id => {
                     span.end_offset = entry.end_offset;
                     span.len += u64::from(entry.len);
                 }
-                _ => spans.push(StreamSpan {
+                _ => spans.push(StreamRange {
                     stream_id: entry.stream_id,
                     start_offset: entry.start_offset,
                     end_offset: entry.end_offset,

@@ -335,23 +335,24 @@ impl Stream {
         let mut permit = Some(permit);
         let mut payload = Some(payload);
         let mut mismatch = None;
-        let pending =
-            self.submit_with(&mut permit, &mut |next| match (expected, payload.take()) {
-                (Some(expected), _) if expected != next => {
-                    mismatch = Some(next);
-                    Build::Nothing
-                }
-                (_, Some(payload)) => Build::Append { count, payload },
-                (_, None) => Build::Nothing,
-            })?;
-        match (pending, mismatch, expected) {
-            (Some(pending), _, _) => Ok(pending),
-            (None, Some(next), Some(expected)) => Err(StreamError::OffsetMismatch {
+        let pending = self.submit_with(&mut permit, &mut |next| {
+            if let Some(expected) = expected.filter(|expected| *expected != next) {
+                mismatch = Some((expected, next));
+                return Build::Nothing;
+            }
+            payload
+                .take()
+                .map_or(Build::Nothing, |payload| Build::Append { count, payload })
+        })?;
+        match (pending, mismatch) {
+            (Some(pending), _) => Ok(pending),
+            (None, Some((expected, next))) => Err(StreamError::OffsetMismatch {
                 stream_id: self.shared.id,
                 expected,
                 next,
             }),
-            (None, _, _) => Err(StreamError::Closed {
+            // The builder runs once, so it always had the payload.
+            (None, None) => Err(StreamError::Closed {
                 stream_id: self.shared.id,
             }),
         }

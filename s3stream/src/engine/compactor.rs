@@ -12,7 +12,7 @@ use std::sync::Weak;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mink_metadata::{CommitRequest, Metadata, ObjectKind, ObjectRecord, StreamRange, WalCompacted};
+use mink_metadata::{CommitRequest, Metadata, ObjectKind, ObjectRecord, WalCompacted};
 use serde::{Deserialize, Serialize};
 
 use super::{EngineMetrics, EngineSettings, EngineShared};
@@ -342,16 +342,7 @@ pub(crate) async fn commit_parts(
             kind,
             key,
             size,
-            ranges: spans
-                .into_iter()
-                .map(|s| StreamRange {
-                    stream_id: s.stream_id,
-                    start_offset: s.start_offset,
-                    end_offset: s.end_offset,
-                    position: s.position,
-                    len: s.len,
-                })
-                .collect(),
+            ranges: spans,
         });
     }
     context

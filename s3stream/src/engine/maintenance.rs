@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord, StreamRange, StreamState};
+use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord, StreamState};
 
 use super::EngineShared;
 use super::compactor::CompactorState;
@@ -139,16 +139,7 @@ async fn merge_stream_objects(
         kind: ObjectKind::Stream,
         key: key.clone(),
         size,
-        ranges: spans
-            .into_iter()
-            .map(|s| StreamRange {
-                stream_id: s.stream_id,
-                start_offset: s.start_offset,
-                end_offset: s.end_offset,
-                position: s.position,
-                len: s.len,
-            })
-            .collect(),
+        ranges: spans,
     };
     let replaced: Vec<ObjectRecord> = best.iter().map(|c| (*c.object).clone()).collect();
     let request = CommitRequest {
