@@ -8,6 +8,8 @@
 
 use std::env;
 
+pub mod node;
+
 /// Environment variable holding the etcd client endpoints, comma-separated (`http://127.0.0.1:port`).
 pub const ETCD_ENDPOINTS_ENV: &str = "MINK_TEST_ETCD_ENDPOINTS";
 /// Environment variable holding the S3 server's endpoint URL (`http://127.0.0.1:port`).

@@ -34,9 +34,8 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -58,7 +57,6 @@ const USAGE: &str =
     "usage: mink_bench --node PATH --store local|moto|s3-standard [--quick] --out DIR";
 const MINK_BATCHES: &str = "application/vnd.mink.batches";
 const ARROW: &str = "application/vnd.apache.arrow.stream";
-const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// The schema id of a new table's first schema.
 const SCHEMA_ID: i16 = 1;
 /// Rows of 1 KiB per group-commit request.
@@ -188,62 +186,32 @@ impl Report {
 // The node process (started and stopped as the chaos driver does)
 
 struct NodeProcess {
-    binary: PathBuf,
+    process: mink_tests::node::NodeProcess,
     store: Store,
-    port: u16,
-    dir: PathBuf,
-    log: PathBuf,
     prefix: String,
-    child: Option<Child>,
 }
 
 impl NodeProcess {
     fn new(binary: &Path, store: Store, dir: &Path) -> Result<Self, Error> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
         Ok(NodeProcess {
-            binary: binary.to_path_buf(),
+            process: mink_tests::node::NodeProcess::new(binary, dir)?,
             store,
-            port,
-            dir: dir.to_path_buf(),
-            log: dir.join("node.log"),
             prefix: mink_tests::unique_prefix("bench"),
-            child: None,
         })
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.process.url()
     }
 
     fn objects_dir(&self) -> PathBuf {
-        self.dir.join("data").join("objects")
+        self.process.dir().join("data").join("objects")
     }
 
     fn config(&self) -> String {
-        let mut c = String::new();
-        let _ = writeln!(c, "node_id = \"bench-1\"");
-        let _ = writeln!(c, "listen = \"127.0.0.1:{}\"", self.port);
-        let _ = writeln!(
-            c,
-            "data_dir = {:?}",
-            self.dir.join("data").display().to_string()
-        );
+        let mut c = self.process.base_config("bench-1");
         if self.store == Store::Moto {
-            let s3 = mink_tests::s3_server();
-            let _ = writeln!(
-                c,
-                "[storage]\nbackend = \"s3\"\n[storage.s3]\nbucket = {:?}\nendpoint = {:?}\n\
-                 allow_http = true\nregion = {:?}\naccess_key = {:?}\nsecret_key = {:?}\nprefix = {:?}",
-                s3.bucket,
-                s3.endpoint,
-                mink_tests::S3_REGION,
-                mink_tests::S3_ACCESS_KEY_ID,
-                mink_tests::S3_SECRET_ACCESS_KEY,
-                self.prefix
-            );
+            c += &mink_tests::node::s3_storage_config(&self.prefix);
         }
         if self.store == Store::S3Standard {
             let _ = writeln!(c, "[chaos]\nlatency_profile = \"s3-standard\"");
@@ -252,95 +220,21 @@ impl NodeProcess {
     }
 
     fn start(&mut self) -> Result<(), Error> {
-        let config = self.dir.join("mink.toml");
-        std::fs::write(&config, self.config())
-            .map_err(|e| format!("write {}: {e}", config.display()))?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .map_err(|e| format!("open {}: {e}", self.log.display()))?;
-        let err = log
-            .try_clone()
-            .map_err(|e| format!("open {}: {e}", self.log.display()))?;
-        let child = Command::new(&self.binary)
-            .arg("serve")
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("could not start {}: {e}", self.binary.display()))?;
-        self.child = Some(child);
-        Ok(())
+        let config = self.config();
+        self.process.start(&config, None)
     }
 
     async fn wait_ready(&mut self, http: &reqwest::Client) -> Result<(), Error> {
-        let started = Instant::now();
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(format!(
-                    "the node exited during start ({status}); see {}",
-                    self.log.display()
-                ));
-            }
-            let probe = http
-                .get(format!("{}/healthz", self.url()))
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
-            if probe.is_ok_and(|r| r.status().is_success()) {
-                return Ok(());
-            }
-            if started.elapsed() > START_TIMEOUT {
-                return Err(format!(
-                    "the node did not serve within {START_TIMEOUT:?}; see {}",
-                    self.log.display()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.process.wait_ready(http).await
     }
 
     fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.pid()
     }
 
     /// SIGTERM, and waits for a clean exit (the engine flushes).
     fn stop(&mut self) -> Result<(), Error> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(60) {
-            if let Ok(Some(status)) = child.try_wait() {
-                return if status.success() {
-                    Ok(())
-                } else {
-                    Err(format!("the node exited with {status} on SIGTERM"))
-                };
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        Err("the node did not stop within 60 s of SIGTERM".to_owned())
-    }
-}
-
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.stop(Duration::from_secs(60))
     }
 }
 
@@ -1142,7 +1036,7 @@ impl Bench {
             .node("bench-ts")
             .wal_storage(raw_store(
                 self.options.store,
-                &self.node.dir.join("tablet-objects"),
+                &self.node.process.dir().join("tablet-objects"),
                 &format!("{}-tablet", self.node.prefix),
             )?)
             .metadata(Arc::new(metadata))

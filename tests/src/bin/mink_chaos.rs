@@ -38,9 +38,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,8 +53,6 @@ const TABLE: &str = "chaos";
 /// Row ids are `writer ordinal * ROW_SPACE + sequence * 16 + row`, unique over a run.
 const ROW_SPACE: i64 = 1 << 40;
 const MAX_ROWS: u64 = 4;
-/// How long the node may take to answer `/healthz` after a start (recovery included).
-const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the final phase may take to let writers finish and readers catch up.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(180);
 const MINK_BATCHES: &str = "application/vnd.mink.batches";
@@ -194,60 +191,31 @@ struct Faults {
 
 struct NodeProcess {
     options: Options,
-    port: u16,
-    dir: PathBuf,
-    log: PathBuf,
+    process: mink_tests::node::NodeProcess,
     /// Key prefix in S3 and etcd, unique to this run.
     prefix: String,
-    child: Option<Child>,
     lives: u32,
 }
 
 impl NodeProcess {
     fn new(options: &Options, dir: &Path) -> Result<Self, Error> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
         Ok(NodeProcess {
             options: options.clone(),
-            port,
-            dir: dir.to_path_buf(),
-            log: dir.join("node.log"),
+            process: mink_tests::node::NodeProcess::new(&options.node, dir)?,
             prefix: mink_tests::unique_prefix("chaos"),
-            child: None,
             lives: 0,
         })
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.process.url()
     }
 
     fn config(&self, faults: Option<Faults>) -> String {
-        let mut c = String::new();
-        let _ = writeln!(c, "node_id = \"chaos-1\"");
-        let _ = writeln!(c, "listen = \"127.0.0.1:{}\"", self.port);
-        let _ = writeln!(
-            c,
-            "data_dir = {:?}",
-            self.dir.join("data").display().to_string()
-        );
+        let mut c = self.process.base_config("chaos-1");
         if self.options.backend == Backend::S3Etcd {
-            let s3 = mink_tests::s3_server();
             let etcd = mink_tests::etcd_endpoints();
-            let _ = writeln!(c, "[storage]\nbackend = \"s3\"");
-            let _ = writeln!(
-                c,
-                "[storage.s3]\nbucket = {:?}\nendpoint = {:?}\nallow_http = true\nregion = {:?}\n\
-                 access_key = {:?}\nsecret_key = {:?}\nprefix = {:?}",
-                s3.bucket,
-                s3.endpoint,
-                mink_tests::S3_REGION,
-                mink_tests::S3_ACCESS_KEY_ID,
-                mink_tests::S3_SECRET_ACCESS_KEY,
-                self.prefix
-            );
+            c += &mink_tests::node::s3_storage_config(&self.prefix);
             let _ = writeln!(
                 c,
                 "[metadata]\nbackend = \"etcd\"\netcd_endpoints = {etcd:?}\netcd_prefix = \"{}/\"",
@@ -273,104 +241,27 @@ impl NodeProcess {
     /// Starts a new life of the node (not waiting for it to serve).
     fn start(&mut self, faults: Option<Faults>) -> Result<(), Error> {
         self.lives += 1;
-        let config = self.dir.join("mink.toml");
-        std::fs::write(&config, self.config(faults))
-            .map_err(|e| format!("write {}: {e}", config.display()))?;
-        let mut log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .map_err(|e| format!("open {}: {e}", self.log.display()))?;
-        let _ = writeln!(
-            log,
+        let banner = format!(
             "===== chaos: life {} of the node, faults {faults:?} =====",
             self.lives
         );
-        let err = log
-            .try_clone()
-            .map_err(|e| format!("open {}: {e}", self.log.display()))?;
-        let child = Command::new(&self.options.node)
-            .arg("serve")
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("could not start {}: {e}", self.options.node.display()))?;
-        self.child = Some(child);
-        Ok(())
+        let config = self.config(faults);
+        self.process.start(&config, Some(&banner))
     }
 
     /// Waits until `/healthz` answers 200; fails if the process exits or takes too long.
     async fn wait_ready(&mut self, http: &reqwest::Client) -> Result<(), Error> {
-        let started = Instant::now();
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(format!(
-                    "the node exited during start ({status}); see {}",
-                    self.log.display()
-                ));
-            }
-            let probe = http
-                .get(format!("{}/healthz", self.url()))
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
-            if probe.is_ok_and(|r| r.status() == StatusCode::OK) {
-                return Ok(());
-            }
-            if started.elapsed() > START_TIMEOUT {
-                return Err(format!(
-                    "the node did not serve within {START_TIMEOUT:?}; see {}",
-                    self.log.display()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.process.wait_ready(http).await
     }
 
     /// SIGKILL, and reap the process.
     fn kill(&mut self) -> Result<(), Error> {
-        if let Some(mut child) = self.child.take() {
-            child
-                .kill()
-                .map_err(|e| format!("could not kill the node: {e}"))?;
-            child
-                .wait()
-                .map_err(|e| format!("could not reap the node: {e}"))?;
-        }
-        Ok(())
+        self.process.kill()
     }
 
     /// SIGTERM, then waits up to `timeout` for a clean exit; true if it exited with status 0.
     fn stop(&mut self, timeout: Duration) -> bool {
-        let Some(mut child) = self.child.take() else {
-            return true;
-        };
-        let signalled = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        let started = Instant::now();
-        while signalled && started.elapsed() < timeout {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
-    }
-}
-
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        let _ = self.kill();
+        self.process.stop(timeout).is_ok()
     }
 }
 
@@ -1050,7 +941,7 @@ async fn run(options: Options) -> Result<Report, Error> {
         reader_targets: Mutex::new(HashMap::new()),
         deadline: Instant::now()
             + Duration::from_secs_f64(options.seconds * 3.0)
-            + START_TIMEOUT * (options.kills + 2).min(4)
+            + mink_tests::node::START_TIMEOUT * (options.kills + 2).min(4)
             + SETTLE_TIMEOUT,
     });
     let mut rng = Rng(options.seed);
@@ -1148,7 +1039,7 @@ async fn run(options: Options) -> Result<Report, Error> {
     if !clean_stop {
         eprintln!(
             "mink_chaos: warning: the node did not stop cleanly on SIGTERM; see {}",
-            node.log.display()
+            node.process.log().display()
         );
     }
 
