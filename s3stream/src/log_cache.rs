@@ -81,10 +81,10 @@ impl LogCache {
         Some(out)
     }
 
-    /// Every batch whose end is at most `to`, for the compactor.
-    pub fn up_to(&self, to: u64) -> Vec<StreamBatch> {
+    /// Every batch starting at or after `from` whose end is at most `to`, for the compactor.
+    pub fn between(&self, from: u64, to: u64) -> Vec<StreamBatch> {
         self.entries
-            .iter()
+            .range(from..)
             .take_while(|(base, entry)| **base + u64::from(entry.count) <= to)
             .map(|(&base, entry)| StreamBatch {
                 base_offset: base,
@@ -167,7 +167,8 @@ mod tests {
     fn removal_keeps_the_byte_count() {
         let mut cache = filled();
         assert_eq!(cache.bytes(), 300);
-        assert_eq!(cache.up_to(16).len(), 2);
+        assert_eq!(cache.between(0, 16).len(), 2);
+        assert_eq!(cache.between(15, 16).len(), 1);
         cache.remove_below(16);
         assert_eq!(cache.bytes(), 100);
         assert!(cache.read(15, 100, usize::MAX).is_none());

@@ -143,6 +143,32 @@ impl BlockEntry {
     }
 }
 
+/// What the builder needs of a batch: its offsets and its bytes.
+pub trait FramedBatch {
+    /// Offset of the batch's first record.
+    fn base_offset(&self) -> u64;
+    /// Offsets the batch covers (at least 1).
+    fn count(&self) -> u32;
+    /// The batch bytes.
+    fn payload(&self) -> &[u8];
+    /// The offset after the batch.
+    fn end_offset(&self) -> u64 {
+        self.base_offset() + u64::from(self.count())
+    }
+}
+
+impl FramedBatch for StreamBatch {
+    fn base_offset(&self) -> u64 {
+        self.base_offset
+    }
+    fn count(&self) -> u32 {
+        self.count
+    }
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+}
+
 /// Writes one committed object. Streams must be added in increasing id order, each stream's
 /// batches contiguous and in offset order.
 #[derive(Debug)]
@@ -155,24 +181,30 @@ pub struct ObjectBuilder {
 impl ObjectBuilder {
     /// A builder cutting blocks at about `block_bytes`.
     pub fn new(block_bytes: usize) -> Self {
+        Self::with_capacity(block_bytes, 0)
+    }
+
+    /// A builder cutting blocks at about `block_bytes`, with room for `capacity` bytes.
+    pub fn with_capacity(block_bytes: usize, capacity: usize) -> Self {
         ObjectBuilder {
-            buf: BytesMut::new(),
+            buf: BytesMut::with_capacity(capacity),
             index: Vec::new(),
             block_bytes: block_bytes.max(1),
         }
     }
 
     /// Adds a stream's batches (contiguous, in order) as one or more blocks.
-    pub fn add_stream(&mut self, stream_id: u64, batches: &[StreamBatch]) {
+    pub fn add_stream<B: FramedBatch>(&mut self, stream_id: u64, batches: &[B]) {
         let mut rest = batches;
         while !rest.is_empty() {
             let mut take = 0;
             let mut bytes = 0;
             for batch in rest {
-                if take > 0 && bytes + FRAME_HEADER_LEN + batch.payload.len() > self.block_bytes {
+                let framed = FRAME_HEADER_LEN + batch.payload().len();
+                if take > 0 && bytes + framed > self.block_bytes {
                     break;
                 }
-                bytes += FRAME_HEADER_LEN + batch.payload.len();
+                bytes += framed;
                 take += 1;
             }
             let (block, tail) = rest.split_at(take);
@@ -181,14 +213,14 @@ impl ObjectBuilder {
         }
     }
 
-    fn add_block(&mut self, stream_id: u64, batches: &[StreamBatch], body_len: usize) {
+    fn add_block<B: FramedBatch>(&mut self, stream_id: u64, batches: &[B], body_len: usize) {
         let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
             return;
         };
         let position = self.buf.len();
         self.buf.reserve(BLOCK_HEADER_LEN + body_len);
         self.buf.put_u64_le(stream_id);
-        self.buf.put_u64_le(first.base_offset);
+        self.buf.put_u64_le(first.base_offset());
         self.buf.put_u64_le(last.end_offset());
         self.buf
             .put_u32_le(u32::try_from(body_len).unwrap_or(u32::MAX));
@@ -196,17 +228,17 @@ impl ObjectBuilder {
         self.buf.put_u32_le(0);
         let body_start = self.buf.len();
         for batch in batches {
-            self.buf.put_u64_le(batch.base_offset);
-            self.buf.put_u32_le(batch.count);
+            self.buf.put_u64_le(batch.base_offset());
+            self.buf.put_u32_le(batch.count());
             self.buf
-                .put_u32_le(u32::try_from(batch.payload.len()).unwrap_or(u32::MAX));
-            self.buf.put_slice(&batch.payload);
+                .put_u32_le(u32::try_from(batch.payload().len()).unwrap_or(u32::MAX));
+            self.buf.put_slice(batch.payload());
         }
         let crc = crc32c::crc32c_append(header_crc, &self.buf[body_start..]);
         self.buf[position + 28..position + 32].copy_from_slice(&crc.to_le_bytes());
         self.index.push(BlockEntry {
             stream_id,
-            start_offset: first.base_offset,
+            start_offset: first.base_offset(),
             end_offset: last.end_offset(),
             position: position as u64,
             len: u32::try_from(self.buf.len() - position).unwrap_or(u32::MAX),
@@ -219,29 +251,27 @@ impl ObjectBuilder {
         self.index.is_empty()
     }
 
+    /// Blocks so far.
+    pub fn block_count(&self) -> usize {
+        self.index.len()
+    }
+
     /// Bytes of blocks so far.
     pub fn data_len(&self) -> usize {
         self.buf.len()
     }
 
     /// Finishes the object: its bytes and the span of each stream, in stream order.
-    pub fn finish(mut self) -> (Bytes, Vec<StreamRange>) {
-        let mut spans: Vec<StreamRange> = Vec::new();
-        for entry in &self.index {
-            match spans.last_mut() {
-                Some(span) if span.stream_id == entry.stream_id => {
-                    span.end_offset = entry.end_offset;
-                    span.len += u64::from(entry.len);
-                }
-                _ => spans.push(StreamRange {
-                    stream_id: entry.stream_id,
-                    start_offset: entry.start_offset,
-                    end_offset: entry.end_offset,
-                    position: entry.position,
-                    len: u64::from(entry.len),
-                }),
-            }
-        }
+    pub fn finish(self) -> (Bytes, Vec<StreamRange>) {
+        let (bytes, index) = self.finish_with_section(&[]);
+        (bytes, spans(&index))
+    }
+
+    /// Finishes the object with `section` between the last block and the index (readers of
+    /// committed objects never look there; the WAL keeps its own fields in it). Returns the
+    /// bytes and the index.
+    pub fn finish_with_section(mut self, section: &[u8]) -> (Bytes, Vec<BlockEntry>) {
+        self.buf.put_slice(section);
         let index_position = self.buf.len() as u64;
         let index_start = self.buf.len();
         for entry in &self.index {
@@ -261,8 +291,52 @@ impl ObjectBuilder {
         self.buf.put_u16_le(OBJECT_VERSION);
         self.buf.put_u16_le(0);
         self.buf.put_slice(&OBJECT_MAGIC);
-        (self.buf.freeze(), spans)
+        (self.buf.freeze(), self.index)
     }
+}
+
+/// The span of each stream in an index: consecutive entries of one stream merged.
+pub fn spans(index: &[BlockEntry]) -> Vec<StreamRange> {
+    let mut spans: Vec<StreamRange> = Vec::new();
+    for entry in index {
+        match spans.last_mut() {
+            Some(span) if span.stream_id == entry.stream_id => {
+                span.end_offset = entry.end_offset;
+                span.len += u64::from(entry.len);
+            }
+            _ => spans.push(StreamRange {
+                stream_id: entry.stream_id,
+                start_offset: entry.start_offset,
+                end_offset: entry.end_offset,
+                position: entry.position,
+                len: u64::from(entry.len),
+            }),
+        }
+    }
+    spans
+}
+
+/// The index of a whole object held in memory: its footer, index and CRC checked.
+pub fn decode_object_index(
+    object: &[u8],
+) -> Result<(Range<u64>, Vec<BlockEntry>), ObjectFormatError> {
+    let size = object.len() as u64;
+    let footer = take(
+        object,
+        object.len().saturating_sub(FOOTER_LEN),
+        FOOTER_LEN,
+        "footer",
+    )?;
+    let range = decode_footer(footer, size)?;
+    let crc = footer_index_crc(footer)?;
+    let index = take(
+        object,
+        range.start as usize,
+        (range.end - range.start) as usize,
+        "index",
+    )?;
+    let entries = decode_index(index, crc, range.start)?;
+    Ok((range, entries))
 }
 
 /// The footer of an object of `object_size` bytes, from its last [`FOOTER_LEN`] bytes: the

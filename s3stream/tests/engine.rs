@@ -120,6 +120,12 @@ fn expected(from: u64, to: u64) -> Vec<(u64, Bytes)> {
     (from..to).step_by(2).map(|o| (o, payload(o))).collect()
 }
 
+/// `settings` committing every WAL object as it is (when the WAL and data stores are one).
+fn adopting(mut settings: EngineSettings) -> EngineSettings {
+    settings.compaction.adopt_wal_object_bytes = 0;
+    settings
+}
+
 /// [`manual`] without a tail cache, so reads of compacted data go to committed objects.
 fn no_tail_cache() -> EngineSettings {
     let mut settings = manual();
@@ -292,11 +298,23 @@ async fn a_crash_loses_nothing_acknowledged() {
 
 #[tokio::test]
 async fn a_crash_at_each_failpoint_loses_nothing_acknowledged() {
-    for point in failpoints::ALL {
+    for (point, settings) in failpoints::ALL
+        .into_iter()
+        .flat_map(|p| [(p, manual()), (p, adopting(manual()))])
+    {
+        let case = format!(
+            "{point}, adopting from {} bytes",
+            settings.compaction.adopt_wal_object_bytes
+        );
         let world = World::new();
         let failpoints = Arc::new(Failpoints::new());
         let engine = world
-            .engine_with("n1", manual(), world.storage.clone(), failpoints.clone())
+            .engine_with(
+                "n1",
+                settings.clone(),
+                world.storage.clone(),
+                failpoints.clone(),
+            )
             .await
             .unwrap();
         let id = engine.create_stream().await.unwrap().id;
@@ -307,37 +325,43 @@ async fn a_crash_at_each_failpoint_loses_nothing_acknowledged() {
         if point == failpoints::WAL_AFTER_PUT {
             // The PUT lands but the append is never acknowledged.
             let pending = stream.append(2, payload(12)).await.unwrap();
-            assert!(pending.durable().await.is_err(), "{point}");
+            assert!(pending.durable().await.is_err(), "{case}");
         } else {
             assert!(
                 matches!(engine.compact_now().await, Err(StreamError::Failpoint(p)) if p == point),
-                "{point}"
+                "{case}"
             );
             acknowledged = 12;
         }
-        assert_eq!(failpoints.fired(), 1, "{point}");
+        assert_eq!(failpoints.fired(), 1, "{case}");
         engine.abort();
         drop((stream, engine));
 
-        let engine = world.engine("n1", manual()).await;
+        let engine = world.engine("n1", settings).await;
         let stream = engine.open_stream(id).await.unwrap();
         let got = read_all(&stream, 0).await;
         // What was acknowledged is there exactly once; an unacknowledged append may be too.
-        assert_eq!(got[..6], expected(0, acknowledged)[..], "{point}");
-        assert!(got.len() <= 7, "{point}");
+        assert_eq!(got[..6], expected(0, acknowledged)[..], "{case}");
+        assert!(got.len() <= 7, "{case}");
         let next = stream.offsets().next;
-        assert_eq!(next, got.last().map_or(0, |(o, _)| o + 2), "{point}");
+        assert_eq!(next, got.last().map_or(0, |(o, _)| o + 2), "{case}");
         append_n(&stream, 2).await;
         engine.compact_now().await.unwrap();
-        assert_eq!(read_all(&stream, 0).await.len(), got.len() + 2, "{point}");
+        assert_eq!(read_all(&stream, 0).await.len(), got.len() + 2, "{case}");
     }
 }
 
 #[tokio::test]
 async fn an_older_owner_is_fenced() {
+    for settings in [manual(), adopting(manual())] {
+        an_older_owner_is_fenced_with(settings).await;
+    }
+}
+
+async fn an_older_owner_is_fenced_with(settings: EngineSettings) {
     let world = World::new();
-    let one = world.engine("n1", manual()).await;
-    let two = world.engine("n2", manual()).await;
+    let one = world.engine("n1", settings.clone()).await;
+    let two = world.engine("n2", settings).await;
     let id = one.create_stream().await.unwrap().id;
     let old = one.open_stream(id).await.unwrap();
     append_n(&old, 3).await;
@@ -626,4 +650,163 @@ async fn trimmed_and_deleted_objects_are_collected() {
     assert_eq!(engine.metadata().list_objects().await.unwrap().len(), 1);
     assert_eq!(world.storage.list("data/").await.unwrap().len(), 1);
     assert_eq!(read_all(&sa, 4).await, expected(4, 8));
+}
+
+/// Appends `payload` as one batch of 2 offsets and waits until it is durable; returns its base.
+async fn append_bytes(stream: &Stream, payload: Bytes) -> u64 {
+    let pending = stream.append(2, payload).await.unwrap();
+    let base = pending.base_offset;
+    tokio::time::timeout(WAIT, pending.durable())
+        .await
+        .unwrap()
+        .unwrap();
+    base
+}
+
+fn counter(value: &std::sync::atomic::AtomicU64) -> u64 {
+    value.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[tokio::test]
+async fn large_wal_objects_are_committed_as_they_are() {
+    let world = World::new();
+    let mut settings = adopting(no_tail_cache());
+    settings.wal.max_inflight_puts = 1;
+    let slow = Arc::new(FaultyStorage::new(world.storage.clone(), 1));
+    slow.set_put_delay(Duration::from_millis(5));
+    let engine = world
+        .engine_with("n1", settings.clone(), slow, Arc::new(Failpoints::new()))
+        .await
+        .unwrap();
+    let a = engine.create_stream().await.unwrap().id;
+    let b = engine.create_stream().await.unwrap().id;
+    let sa = engine.open_stream(a).await.unwrap();
+    let sb = engine.open_stream(b).await.unwrap();
+    // Appends to both streams in flight together behind one slow PUT at a time, so WAL objects
+    // mix the streams.
+    for round in 0..10u64 {
+        let mut pending = Vec::new();
+        for i in 0..4 {
+            let offset = round * 8 + i * 2;
+            pending.push(sa.append(2, payload(offset)).await.unwrap());
+            pending.push(sb.append(2, payload(offset)).await.unwrap());
+        }
+        for p in pending {
+            p.durable().await.unwrap();
+        }
+    }
+    let wal_objects = world.storage.list("wal/").await.unwrap();
+    let puts = world.storage.counts().puts;
+    engine.compact_now().await.unwrap();
+    assert_eq!(
+        world.storage.counts().puts,
+        puts,
+        "compaction wrote no object"
+    );
+    assert_eq!(
+        counter(&engine.metrics().wal_objects_adopted),
+        wal_objects.len() as u64
+    );
+    assert_eq!(counter(&engine.metrics().wal_objects_deleted), 0);
+    assert_eq!(world.storage.list("wal/").await.unwrap(), wal_objects);
+    assert!(world.storage.list("data/").await.unwrap().is_empty());
+    let objects = engine.metadata().list_objects().await.unwrap();
+    assert_eq!(objects.len(), wal_objects.len());
+    assert!(objects.iter().all(|o| o.key.starts_with("wal/n1/")));
+    assert!(
+        objects.iter().any(|o| o.ranges.len() == 2),
+        "some WAL object holds both streams"
+    );
+    assert_eq!(engine.uncompacted_bytes(), 0);
+
+    // A fresh engine (empty caches, nothing to recover) reads it all from the adopted objects.
+    engine.abort();
+    drop((sa, sb, engine));
+    let engine = world.engine("n1", settings).await;
+    assert_eq!(counter(&engine.metrics().recovered_batches), 0);
+    let sa = engine.open_stream(a).await.unwrap();
+    let sb = engine.open_stream(b).await.unwrap();
+    assert_eq!(read_all(&sa, 0).await, expected(0, 80));
+    assert_eq!(read_all(&sb, 0).await, expected(0, 80));
+    assert!(counter(&engine.metrics().object_gets) > 0);
+
+    // Trimmed away, they are collected like any other committed object.
+    sa.trim(80).await.unwrap();
+    sb.trim(80).await.unwrap();
+    let mut eager = adopting(eager_maintenance());
+    eager.compaction.stream_object_bytes = u64::MAX;
+    drop((sa, sb, engine));
+    let engine = world.engine("n1", eager).await;
+    engine.maintain_now().await.unwrap();
+    assert!(engine.metadata().list_objects().await.unwrap().is_empty());
+    assert!(world.storage.list("wal/").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn small_wal_objects_are_rewritten_between_adopted_ones() {
+    let world = World::new();
+    let mut settings = no_tail_cache();
+    settings.compaction.adopt_wal_object_bytes = 1000;
+    let engine = world.engine("n1", settings.clone()).await;
+    let a = engine.create_stream().await.unwrap().id;
+    let b = engine.create_stream().await.unwrap().id;
+    let sa = engine.open_stream(a).await.unwrap();
+    let sb = engine.open_stream(b).await.unwrap();
+    // One WAL object per append (each waits for the last): large, small, small, large, ...
+    let mut written: Vec<(u64, u64, Bytes)> = Vec::new();
+    for i in 0..12u8 {
+        let (stream, id) = if i % 2 == 0 { (&sa, a) } else { (&sb, b) };
+        let len = if i % 3 == 0 { 2000 } else { 100 };
+        let bytes = Bytes::from(vec![i; len]);
+        let base = append_bytes(stream, bytes.clone()).await;
+        written.push((id, base, bytes));
+    }
+    engine.compact_now().await.unwrap();
+    let metrics = engine.metrics();
+    assert_eq!(counter(&metrics.wal_objects_adopted), 4, "the 4 large ones");
+    assert_eq!(counter(&metrics.wal_objects_deleted), 8, "the 8 small ones");
+    let objects = engine.metadata().list_objects().await.unwrap();
+    let adopted = objects.iter().filter(|o| o.key.starts_with("wal/")).count();
+    assert_eq!(adopted, 4);
+    // Small objects between two large ones are rewritten together: one object per run.
+    assert_eq!(objects.len() - adopted, 4);
+    assert_eq!(world.storage.list("wal/").await.unwrap().len(), 4);
+
+    engine.abort();
+    drop((sa, sb, engine));
+    let engine = world.engine("n1", settings).await;
+    for (id, stream) in [
+        (a, engine.open_stream(a).await.unwrap()),
+        (b, engine.open_stream(b).await.unwrap()),
+    ] {
+        let want: Vec<(u64, Bytes)> = written
+            .iter()
+            .filter(|(s, _, _)| *s == id)
+            .map(|(_, base, bytes)| (*base, bytes.clone()))
+            .collect();
+        assert_eq!(read_all(&stream, 0).await, want, "stream {id}");
+    }
+}
+
+#[tokio::test]
+async fn wal_objects_are_rewritten_when_committed_objects_go_elsewhere() {
+    let world = World::new();
+    let data: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+    let engine = Engine::builder()
+        .node("n1")
+        .wal_storage(world.storage.clone())
+        .data_storage(data.clone())
+        .metadata(world.metadata().await)
+        .settings(adopting(no_tail_cache()))
+        .open()
+        .await
+        .unwrap();
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    append_n(&stream, 5).await;
+    engine.compact_now().await.unwrap();
+    assert_eq!(counter(&engine.metrics().wal_objects_adopted), 0);
+    assert!(world.storage.list("wal/").await.unwrap().is_empty());
+    assert_eq!(data.list("data/").await.unwrap().len(), 1);
+    assert_eq!(read_all(&stream, 0).await, expected(0, 10));
 }

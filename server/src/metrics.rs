@@ -190,6 +190,18 @@ impl Collector for EngineCollector {
         )?;
         counter(
             &mut encoder,
+            "wal_objects_adopted",
+            "WAL objects committed as stream-set objects as they are (written once)",
+            &engine.wal_objects_adopted,
+        )?;
+        counter(
+            &mut encoder,
+            "wal_objects_rewritten",
+            "WAL objects whose data compaction rewrote, then deleted",
+            &engine.wal_objects_deleted,
+        )?;
+        counter(
+            &mut encoder,
             "compactions",
             "Compactions that committed something",
             &engine.compactions,

@@ -1,18 +1,30 @@
-//! The compactor: drains durable data from the log cache into committed objects.
+//! The compactor: commits durable data into committed objects.
 //!
-//! A round takes the WAL's durable point `p` first (every WAL object below `p` is acknowledged),
-//! then each open stream's confirm offset, which is at or past the end of every record in those
-//! objects. It writes the streams' batches from their committed end up to their confirm offset:
-//! streams with at least `stream_object_bytes` get a stream object each, the rest share one
-//! stream-set object. One metadata commit, fenced by every stream's epoch, adds the objects,
-//! advances the committed ends and retires the WAL ids below `p`; only then are the WAL objects
-//! below `p` deleted and the log cache trimmed (releasing back-pressure).
+//! A round takes the WAL's durable point `p` (every WAL object below `p` is acknowledged) and
+//! the WAL objects below it that are not yet committed, oldest first. Each one is either
+//!
+//! - **adopted**: committed as a stream-set object as it is (a WAL object is laid out like
+//!   one), so its bytes are written once. Only when the WAL and data stores are the same, the
+//!   object has at least `adopt_wal_object_bytes`, and it holds every live stream's batches
+//!   from where the round has got to (no stream starts in the middle of it); or
+//! - **rewritten**: the batches of consecutive rewritten objects are read from the log cache and
+//!   written anew: streams with at least `stream_object_bytes` get a stream object each, the
+//!   rest share one stream-set object. Small WAL objects are rewritten so that reads do not
+//!   meet many small objects.
+//!
+//! Batches of streams that are no longer open here, or of an older epoch, are left out. One
+//! metadata commit, fenced by every stream's epoch, adds the objects, advances the committed
+//! ends and retires the WAL ids below `p`; only then are the rewritten WAL objects deleted and
+//! the log cache trimmed (releasing back-pressure). Adopted WAL objects stay: they are committed
+//! objects now, collected like any other when trimmed.
 
-use std::sync::Weak;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use mink_metadata::{CommitRequest, Metadata, ObjectKind, ObjectRecord, WalCompacted};
+use mink_metadata::{CommitRequest, Metadata, ObjectKind, ObjectRecord, StreamRange, WalCompacted};
 use serde::{Deserialize, Serialize};
 
 use super::{EngineMetrics, EngineSettings, EngineShared};
@@ -21,7 +33,8 @@ use crate::failpoints::{self, Failpoints};
 use crate::log_cache::StreamBatch;
 use crate::object::ObjectBuilder;
 use crate::storage::ObjectStorage;
-use crate::wal::WalWriter;
+use crate::stream::StreamShared;
+use crate::wal::{WalWriter, WrittenObject};
 
 /// Settings of compaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +50,11 @@ pub struct CompactionSettings {
     pub stream_object_bytes: u64,
     /// Data blocks in committed objects are cut at about this size. Default 1 MiB.
     pub block_bytes: usize,
+    /// A WAL object of at least this many bytes is committed as a stream-set object as it is
+    /// (its bytes are not written a second time) when the WAL and data stores are the same;
+    /// smaller ones are rewritten. Under load, group commits reach `wal.max_object_bytes` and are
+    /// adopted; a quiet node's small WAL objects are gathered into larger objects. Default 4 MiB.
+    pub adopt_wal_object_bytes: u64,
     /// Wait after a failed round. Default 1 s.
     #[serde(with = "crate::duration_ms")]
     pub retry_backoff: Duration,
@@ -60,6 +78,7 @@ impl Default for CompactionSettings {
             trigger_bytes: 32 << 20,
             stream_object_bytes: 8 << 20,
             block_bytes: 1 << 20,
+            adopt_wal_object_bytes: 4 << 20,
             retry_backoff: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(60),
             merge_min_objects: 4,
@@ -178,36 +197,20 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
         return Err(StreamError::ShutDown);
     }
     let point = engine.wal.with_durable_point(|point| point);
-    let streams = engine.open_streams();
-    let mut parts = Vec::new();
-    let mut owners = Vec::new();
-    for stream in streams {
-        if stream.fenced.load(Ordering::Acquire) {
-            continue;
-        }
-        let confirm = stream.confirm();
-        let committed = stream.committed_end.load(Ordering::Acquire);
-        if confirm <= committed {
-            continue;
-        }
-        let batches = super::lock(&stream.log).up_to(confirm);
-        if batches.first().map(|b| b.base_offset) != Some(committed) {
-            return Err(StreamError::Inconsistent {
-                stream_id: stream.id,
-                message: format!(
-                    "the log cache does not start at the committed end {committed} \
-                     (confirm offset {confirm})"
-                ),
-            });
-        }
-        parts.push(Part {
-            stream_id: stream.id,
-            epoch: stream.epoch,
-            batches,
-        });
-        owners.push(stream);
-    }
-    if parts.is_empty() && point <= state.retired_below {
+    let written = engine.wal.written_below(point);
+    let streams: HashMap<u64, Arc<StreamShared>> = engine
+        .open_streams()
+        .into_iter()
+        .filter(|s| !s.fenced.load(Ordering::Acquire))
+        .map(|s| (s.id, s))
+        .collect();
+    let adopt_from = if engine.same_store {
+        engine.settings.compaction.adopt_wal_object_bytes
+    } else {
+        u64::MAX
+    };
+    let plan = plan_round(&written, &streams, adopt_from)?;
+    if plan.ends.is_empty() && point <= state.retired_below {
         return Ok(());
     }
     let context = CommitContext {
@@ -217,16 +220,80 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
         failpoints: &engine.failpoints,
         metrics: &engine.metrics,
     };
+    let mut objects = Vec::new();
+    let mut owners = Vec::with_capacity(plan.ends.len());
+    let mut epochs = Vec::with_capacity(plan.ends.len());
+    for (id, end) in &plan.ends {
+        if let Some(stream) = streams.get(id) {
+            owners.push((stream.clone(), *end));
+            epochs.push((*id, stream.epoch));
+        }
+    }
+    let mut adopted_ids = HashSet::new();
+    for (object, ranges) in &plan.adopt {
+        let id = engine.metadata.allocate_object_id().await?;
+        adopted_ids.insert(object.id);
+        objects.push(ObjectRecord {
+            id,
+            kind: ObjectKind::StreamSet,
+            key: object.key.clone(),
+            size: object.size,
+            ranges: ranges.clone(),
+        });
+    }
+    let adopted = objects.len();
+    for group in &plan.rewrite {
+        let parts = group
+            .iter()
+            .map(|(id, range)| {
+                let stream = streams.get(id).ok_or_else(|| StreamError::Inconsistent {
+                    stream_id: *id,
+                    message: "planned for compaction but not open".to_owned(),
+                })?;
+                let batches = super::lock(&stream.log).between(range.start, range.end);
+                if batches.first().map(|b| b.base_offset) != Some(range.start)
+                    || batches.last().map(StreamBatch::end_offset) != Some(range.end)
+                {
+                    return Err(StreamError::Inconsistent {
+                        stream_id: *id,
+                        message: format!(
+                            "the log cache does not hold offsets {}..{} to compact",
+                            range.start, range.end
+                        ),
+                    });
+                }
+                Ok(Part {
+                    stream_id: *id,
+                    epoch: stream.epoch,
+                    batches,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        objects.extend(write_objects(&context, &parts).await?);
+    }
     let retire = WalCompacted {
         node: engine.node.clone(),
         below: point,
     };
-    let ends = match commit_parts(&context, parts, Some(retire)).await {
-        Ok(ends) => ends,
+    let request = CommitRequest {
+        stream_epochs: epochs,
+        add_objects: objects.clone(),
+        remove_objects: Vec::new(),
+        advance: plan.ends.iter().map(|(id, end)| (*id, *end)).collect(),
+        remove_wal: vec![retire],
+    };
+    match commit(
+        &context,
+        request,
+        objects.get(adopted..).unwrap_or_default(),
+    )
+    .await
+    {
+        Ok(()) => {}
         Err(StreamError::Fenced { stream_id, epoch }) => {
             // Another node owns it now: this handle is dead; the next round goes on without it.
             tracing::warn!(stream_id, epoch, "stream fenced during compaction");
-            if let Some(stream) = owners.iter().find(|s| s.id == stream_id) {
+            if let Some(stream) = streams.get(&stream_id) {
                 stream.fenced.store(true, Ordering::Release);
                 engine.forget(stream_id);
             }
@@ -238,7 +305,7 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
             }
             return Err(error);
         }
-    };
+    }
     if let Err(name) = engine
         .failpoints
         .check(failpoints::COMPACT_BEFORE_WAL_DELETE)
@@ -246,20 +313,109 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
         engine.halt();
         return Err(StreamError::Failpoint(name));
     }
-    for (stream, end) in owners.iter().zip(ends) {
+    for (stream, end) in owners {
         stream.committed(end);
     }
     state.retired_below = point;
-    let ids = engine.wal.take_written_below(point);
+    let metrics = &engine.metrics;
+    let mut rewritten = Vec::new();
+    for object in engine.wal.take_written_below(point) {
+        if adopted_ids.contains(&object.id) {
+            metrics.wal_objects_adopted.fetch_add(1, Ordering::Relaxed);
+            metrics
+                .wal_bytes_adopted
+                .fetch_add(object.size, Ordering::Relaxed);
+        } else {
+            rewritten.push(object.id);
+        }
+    }
     delete_wal_objects(
         &engine.wal_storage,
         engine.wal.prefix(),
-        &ids,
-        &engine.metrics,
+        &rewritten,
+        metrics,
     )
     .await;
-    engine.metrics.compactions.fetch_add(1, Ordering::Relaxed);
+    metrics.compactions.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// What one round commits.
+#[derive(Debug, Default)]
+struct RoundPlan {
+    /// Each stream's new committed end.
+    ends: BTreeMap<u64, u64>,
+    /// WAL objects committed as they are, with the ranges they hold for open streams.
+    adopt: Vec<(Arc<WrittenObject>, Vec<StreamRange>)>,
+    /// Runs of consecutive WAL objects to rewrite: each stream's offsets in the run.
+    rewrite: Vec<BTreeMap<u64, Range<u64>>>,
+}
+
+/// Decides, WAL object by WAL object (oldest first), what a round commits.
+fn plan_round(
+    written: &[Arc<WrittenObject>],
+    streams: &HashMap<u64, Arc<StreamShared>>,
+    adopt_from: u64,
+) -> Result<RoundPlan> {
+    let mut plan = RoundPlan::default();
+    let mut reached: HashMap<u64, u64> = HashMap::new();
+    let mut in_rewrite = false;
+    for object in written {
+        let mut live = Vec::new();
+        let mut whole = true;
+        for span in &object.spans {
+            let range = &span.range;
+            let Some(stream) = streams.get(&range.stream_id) else {
+                continue;
+            };
+            if span.epoch != stream.epoch {
+                continue;
+            }
+            let at = *reached
+                .entry(range.stream_id)
+                .or_insert_with(|| stream.committed_end.load(Ordering::Acquire));
+            if range.end_offset <= at {
+                continue;
+            }
+            if range.start_offset > at {
+                return Err(StreamError::Inconsistent {
+                    stream_id: range.stream_id,
+                    message: format!(
+                        "WAL object {} holds offsets from {} but the stream is committed up to {at}",
+                        object.key, range.start_offset
+                    ),
+                });
+            }
+            whole &= range.start_offset == at;
+            live.push((range, at));
+            reached.insert(range.stream_id, range.end_offset);
+            plan.ends.insert(range.stream_id, range.end_offset);
+        }
+        if live.is_empty() {
+            continue;
+        }
+        if whole && object.size >= adopt_from {
+            plan.adopt.push((
+                object.clone(),
+                live.into_iter().map(|(range, _)| *range).collect(),
+            ));
+            in_rewrite = false;
+            continue;
+        }
+        if !in_rewrite {
+            plan.rewrite.push(BTreeMap::new());
+            in_rewrite = true;
+        }
+        if let Some(group) = plan.rewrite.last_mut() {
+            for (range, from) in live {
+                group
+                    .entry(range.stream_id)
+                    .and_modify(|r| r.end = range.end_offset)
+                    .or_insert(from..range.end_offset);
+            }
+        }
+    }
+    Ok(plan)
 }
 
 /// Deletes WAL objects whose data is committed. A failure leaves garbage, not a hole: the
@@ -296,29 +452,37 @@ pub(crate) async fn commit_parts(
     parts: Vec<Part>,
     retire: Option<WalCompacted>,
 ) -> Result<Vec<u64>> {
+    let parts: Vec<Part> = parts.into_iter().filter(|p| p.end().is_some()).collect();
+    let objects = write_objects(context, &parts).await?;
+    let request = CommitRequest {
+        stream_epochs: parts.iter().map(|p| (p.stream_id, p.epoch)).collect(),
+        add_objects: objects.clone(),
+        remove_objects: Vec::new(),
+        advance: parts
+            .iter()
+            .filter_map(|p| Some((p.stream_id, p.end()?)))
+            .collect(),
+        remove_wal: retire.into_iter().collect(),
+    };
+    commit(context, request, &objects).await?;
+    Ok(parts.iter().filter_map(Part::end).collect())
+}
+
+/// Writes `parts` (in stream order) into new objects: a stream object for each part of at least
+/// `stream_object_bytes`, one stream-set object for the rest.
+async fn write_objects(context: &CommitContext<'_>, parts: &[Part]) -> Result<Vec<ObjectRecord>> {
     let compaction = &context.settings.compaction;
-    let mut ends = Vec::with_capacity(parts.len());
-    let mut stream_epochs = Vec::with_capacity(parts.len());
-    let mut advance = Vec::with_capacity(parts.len());
     let mut shared = ObjectBuilder::new(compaction.block_bytes);
-    let mut own = Vec::new();
-    for part in &parts {
-        let Some(end) = part.end() else {
-            continue;
-        };
-        ends.push(end);
-        stream_epochs.push((part.stream_id, part.epoch));
-        advance.push((part.stream_id, end));
+    let mut builders = Vec::new();
+    for part in parts {
         if part.bytes() >= compaction.stream_object_bytes {
             let mut builder = ObjectBuilder::new(compaction.block_bytes);
             builder.add_stream(part.stream_id, &part.batches);
-            own.push(builder);
+            builders.push((ObjectKind::Stream, builder));
         } else {
             shared.add_stream(part.stream_id, &part.batches);
         }
     }
-    let mut builders: Vec<(ObjectKind, ObjectBuilder)> =
-        own.into_iter().map(|b| (ObjectKind::Stream, b)).collect();
     if !shared.is_empty() {
         builders.push((ObjectKind::StreamSet, shared));
     }
@@ -328,7 +492,10 @@ pub(crate) async fn commit_parts(
         let key = super::reader::object_key(&context.settings.data_prefix, id);
         let (bytes, spans) = builder.finish();
         let size = bytes.len() as u64;
-        put_with_retry(context.data_storage, &key, bytes).await?;
+        if let Err(error) = put_with_retry(context.data_storage, &key, bytes).await {
+            remove_uncommitted(context, &objects).await;
+            return Err(error);
+        }
         context
             .metrics
             .objects_written
@@ -345,26 +512,40 @@ pub(crate) async fn commit_parts(
             ranges: spans,
         });
     }
-    context
-        .failpoints
-        .check(failpoints::COMPACT_BEFORE_COMMIT)
-        .map_err(StreamError::Failpoint)?;
-    let request = CommitRequest {
-        stream_epochs,
-        add_objects: objects.clone(),
-        remove_objects: Vec::new(),
-        advance,
-        remove_wal: retire.into_iter().collect(),
+    Ok(objects)
+}
+
+/// Commits `request`; if that fails, deletes `written` (objects written for it, referenced by
+/// nothing then).
+async fn commit(
+    context: &CommitContext<'_>,
+    request: CommitRequest,
+    written: &[ObjectRecord],
+) -> Result<()> {
+    let outcome = match context.failpoints.check(failpoints::COMPACT_BEFORE_COMMIT) {
+        Err(name) => Err(StreamError::Failpoint(name)),
+        Ok(()) => context
+            .metadata
+            .commit(request)
+            .await
+            .map(|_| ())
+            .map_err(Into::into),
     };
-    if let Err(error) = context.metadata.commit(request).await {
-        // The objects are referenced by nothing: remove them rather than leave garbage.
-        let keys: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
-        if let Err(delete) = context.data_storage.delete_many(&keys).await {
-            tracing::warn!(%delete, "removing objects of a failed commit failed; they are garbage");
-        }
-        return Err(error.into());
+    if outcome.is_err() && !matches!(outcome, Err(StreamError::Failpoint(_))) {
+        remove_uncommitted(context, written).await;
     }
-    Ok(ends)
+    outcome
+}
+
+/// Deletes objects that no commit references.
+async fn remove_uncommitted(context: &CommitContext<'_>, objects: &[ObjectRecord]) {
+    if objects.is_empty() {
+        return;
+    }
+    let keys: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
+    if let Err(delete) = context.data_storage.delete_many(&keys).await {
+        tracing::warn!(%delete, "removing objects of a failed commit failed; they are garbage");
+    }
 }
 
 pub(crate) async fn put_with_retry(

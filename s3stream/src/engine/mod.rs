@@ -4,8 +4,9 @@
 //! ```text
 //! append -> Stream (offsets, log cache) -> WalWriter (group commit, one PUT per group)
 //!                                            |  acks in submission order -> confirm offsets
-//! compactor: log cache -> stream-set / stream objects (data bucket) -> metadata commit
-//!            -> WAL objects fully covered are deleted
+//! compactor: large WAL objects -> committed as they are (when the WAL and data stores are one)
+//!            small ones: log cache -> stream-set / stream objects (data bucket)
+//!            -> one metadata commit -> rewritten WAL objects are deleted
 //! fetch: log cache (not yet compacted) | object index -> committed objects
 //! ```
 //!
@@ -93,8 +94,12 @@ pub struct EngineMetrics {
     pub objects_written: AtomicU64,
     /// Bytes of committed objects written.
     pub object_bytes_written: AtomicU64,
-    /// WAL objects deleted after compaction.
+    /// WAL objects deleted after compaction (their data rewritten).
     pub wal_objects_deleted: AtomicU64,
+    /// WAL objects committed as stream-set objects as they are (their data written once).
+    pub wal_objects_adopted: AtomicU64,
+    /// Bytes of the WAL objects committed as they are.
+    pub wal_bytes_adopted: AtomicU64,
     /// Committed objects deleted (merged away or garbage).
     pub objects_deleted: AtomicU64,
     /// Runs of small stream objects merged into one.
@@ -200,6 +205,9 @@ pub(crate) struct EngineShared {
     settings: EngineSettings,
     wal_storage: Arc<dyn ObjectStorage>,
     data_storage: Arc<dyn ObjectStorage>,
+    /// Whether WAL objects and committed objects go to the same store (so a WAL object can be
+    /// committed as it is).
+    same_store: bool,
     metadata: Arc<Metadata>,
     wal: WalWriter,
     failpoints: Arc<Failpoints>,
@@ -301,11 +309,11 @@ impl Engine {
             reader: reader::ObjectReader::new(
                 caches.clone(),
                 data_storage.clone(),
-                settings.data_prefix.clone(),
                 metrics.clone(),
             ),
             caches,
             node,
+            same_store: std::ptr::addr_eq(Arc::as_ptr(&wal_storage), Arc::as_ptr(&data_storage)),
             wal_storage,
             data_storage,
             metadata,

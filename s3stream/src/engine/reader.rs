@@ -37,17 +37,13 @@ impl Weighted for BlockIndex {
 /// The node's caches as the engine uses them.
 pub(crate) type EngineCaches = Caches<Arc<BlockIndex>>;
 
-/// Loads pages of committed objects with ranged GETs; object keys follow from their ids.
+/// Loads pages of one committed object with ranged GETs.
 pub(crate) struct StorageLoader {
     storage: Arc<dyn ObjectStorage>,
-    data_prefix: String,
+    /// The object's key: under the data prefix, or a WAL object's key when it was committed as
+    /// it is.
+    key: String,
     metrics: Arc<EngineMetrics>,
-}
-
-impl StorageLoader {
-    fn key(&self, object_id: u64) -> String {
-        object_key(&self.data_prefix, object_id)
-    }
 }
 
 /// The key of committed object `id` under `data_prefix`.
@@ -58,11 +54,7 @@ pub(crate) fn object_key(data_prefix: &str, id: u64) -> String {
 #[async_trait::async_trait]
 impl PageLoader for StorageLoader {
     async fn load(&self, object_id: u64, range: Range<u64>) -> Result<Bytes, LoadError> {
-        match self
-            .storage
-            .get_range(&self.key(object_id), range.clone())
-            .await
-        {
+        match self.storage.get_range(&self.key, range.clone()).await {
             Ok(bytes) => {
                 self.metrics.object_gets.fetch_add(1, Ordering::Relaxed);
                 self.metrics
@@ -82,24 +74,30 @@ impl PageLoader for StorageLoader {
 
 pub(crate) struct ObjectReader {
     caches: EngineCaches,
-    loader: Arc<dyn PageLoader>,
+    storage: Arc<dyn ObjectStorage>,
+    metrics: Arc<EngineMetrics>,
 }
 
 impl ObjectReader {
     pub(crate) fn new(
         caches: EngineCaches,
         storage: Arc<dyn ObjectStorage>,
-        data_prefix: String,
         metrics: Arc<EngineMetrics>,
     ) -> Self {
         ObjectReader {
             caches,
-            loader: Arc::new(StorageLoader {
-                storage,
-                data_prefix,
-                metrics,
-            }),
+            storage,
+            metrics,
         }
+    }
+
+    /// The loader of `object`'s pages.
+    fn loader(&self, object: &ObjectRecord) -> Arc<dyn PageLoader> {
+        Arc::new(StorageLoader {
+            storage: self.storage.clone(),
+            key: object.key.clone(),
+            metrics: self.metrics.clone(),
+        })
     }
 
     /// Batches of `stream_id` from the one holding `from` up to `to`, about `max_bytes`.
@@ -150,6 +148,7 @@ impl ObjectReader {
                 let object = &covering.object;
                 state.limit_object(object.id, covering.range.position + covering.range.len);
                 let index = self.index(object).await?;
+                let loader = self.loader(object);
                 let start = cursor;
                 let blocks = index.0.iter().filter(|e| {
                     e.stream_id == stream_id && e.end_offset > start && e.start_offset < to
@@ -158,13 +157,7 @@ impl ObjectReader {
                     let block = self
                         .caches
                         .blocks
-                        .read_sequential(
-                            object.id,
-                            object.size,
-                            entry.range(),
-                            &self.loader,
-                            &mut state,
-                        )
+                        .read_sequential(object.id, object.size, entry.range(), &loader, &mut state)
                         .await
                         .map_err(|e| StreamError::Cache(Arc::new(e)))?;
                     let batches =
@@ -255,7 +248,7 @@ impl ObjectReader {
     async fn get(&self, object: &ObjectRecord, range: Range<u64>) -> Result<Bytes> {
         self.caches
             .blocks
-            .read(object.id, object.size, range, &self.loader)
+            .read(object.id, object.size, range, &self.loader(object))
             .await
             .map_err(|e| StreamError::Cache(Arc::new(e)))
     }

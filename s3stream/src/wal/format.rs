@@ -1,7 +1,35 @@
-//! The WAL object format, version 1.
+//! The WAL object format.
 //!
-//! One WAL object holds one group commit: the records of any number of streams, in submission
-//! order. All integers are little-endian.
+//! One WAL object holds one group commit: the records of any number of streams. All integers
+//! are little-endian.
+//!
+//! # Version 2 (written)
+//!
+//! A version-2 WAL object is laid out as a committed object (see [`crate::object`]: data blocks
+//! of one stream's consecutive batches, each with a CRC32C, then an index and a footer ending in
+//! `MKOB`), with a WAL section between the last block and the index. The compactor can therefore
+//! commit a large WAL object as a stream-set object as it is, without writing its bytes again;
+//! readers of committed objects never look at the WAL section.
+//!
+//! ```text
+//! [block 0]...[block n-1][WAL section][index: n entries][footer]
+//! ```
+//!
+//! Blocks are sorted by stream id, then epoch, then offset. A block never mixes epochs, and the
+//! batches of a block have consecutive offsets.
+//!
+//! WAL section (8n + 16 bytes; it ends where the index starts):
+//!
+//! | position | size | field | meaning |
+//! |---|---|---|---|
+//! | 0 | 8n | epochs | the epoch of each block's stream when its batches were appended, in index order (recovery fences on it) |
+//! | 8n | 4 | block_count | n, the number of index entries |
+//! | 8n+4 | 4 | crc | CRC32C of bytes 0..8n+4 of the section |
+//! | 8n+8 | 2 | version | 2 |
+//! | 8n+10 | 2 | reserved | 0 |
+//! | 8n+12 | 4 | magic | `MKWL` |
+//!
+//! # Version 1 (read only, for WAL objects written before version 2)
 //!
 //! Object header (16 bytes):
 //!
@@ -13,32 +41,42 @@
 //! | 8 | 4 | record_count | records that follow |
 //! | 12 | 4 | header_crc | CRC32C of bytes 0..12 |
 //!
-//! Then `record_count` records, each a 36-byte record header followed by its payload:
+//! Then `record_count` records in submission order, each a 36-byte record header followed by
+//! its payload:
 //!
 //! | position | size | field | meaning |
 //! |---|---|---|---|
 //! | 0 | 8 | stream_id | the stream the batch belongs to |
-//! | 8 | 8 | epoch | the stream's epoch when the batch was appended (recovery fences on it) |
+//! | 8 | 8 | epoch | the stream's epoch when the batch was appended |
 //! | 16 | 8 | base_offset | offset of the batch's first record |
 //! | 24 | 4 | count | offsets the batch covers (at least 1) |
 //! | 28 | 4 | payload_len | bytes of payload that follow |
 //! | 32 | 4 | crc | CRC32C of bytes 0..32 of this header, then of the payload |
 //! | 36 | payload_len | payload | the batch, opaque to s3stream |
 //!
-//! Nothing follows the last record. The object is self-delimiting, so a truncated or padded
-//! object is detected. Decoding never panics: every length is checked before it is used.
+//! Nothing follows the last record.
+//!
+//! Decoding never panics: every length is checked before it is used.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::le::{u32_at, u64_at};
+use mink_metadata::StreamRange;
 
-/// First bytes of every WAL object.
+use crate::le::{u32_at, u64_at};
+use crate::object::{self, BlockEntry, FramedBatch, ObjectBuilder, ObjectFormatError};
+
+/// The WAL's magic: the last bytes of the WAL section (version 2), the first bytes of a
+/// version-1 object.
 pub const WAL_MAGIC: [u8; 4] = *b"MKWL";
-/// The version this module writes and reads.
-pub const WAL_VERSION: u16 = 1;
-/// Bytes of the object header.
+/// The version this module writes.
+pub const WAL_VERSION: u16 = 2;
+/// The older version this module still reads.
+pub const WAL_VERSION_1: u16 = 1;
+/// Bytes of the WAL section's trailer (version 2).
+pub const SECTION_TRAILER_LEN: usize = 16;
+/// Bytes of a version-1 object header.
 pub const OBJECT_HEADER_LEN: usize = 16;
-/// Bytes of a record header.
+/// Bytes of a version-1 record header.
 pub const RECORD_HEADER_LEN: usize = 36;
 
 /// One appended batch as the WAL carries it.
@@ -62,10 +100,33 @@ impl WalRecord {
         self.base_offset + u64::from(self.count)
     }
 
-    /// Bytes this record takes in a WAL object.
+    /// Bytes this record takes in a WAL object, about (a frame header and its payload; block
+    /// headers and the index come on top).
     pub fn encoded_len(&self) -> usize {
-        RECORD_HEADER_LEN + self.payload.len()
+        object::FRAME_HEADER_LEN + self.payload.len()
     }
+}
+
+impl FramedBatch for WalRecord {
+    fn base_offset(&self) -> u64 {
+        self.base_offset
+    }
+    fn count(&self) -> u32 {
+        self.count
+    }
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+}
+
+/// The batches of one stream and epoch that lie together in a WAL object, at consecutive
+/// offsets: what the compactor needs to commit the object as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalSpan {
+    /// The stream's epoch when the batches were appended.
+    pub epoch: u64,
+    /// The stream, its offsets and where its blocks lie in the object.
+    pub range: StreamRange,
 }
 
 /// Why a WAL object could not be decoded.
@@ -87,7 +148,7 @@ pub enum WalFormatError {
         available: usize,
     },
     /// The object does not start with [`WAL_MAGIC`].
-    #[error("not a WAL object: magic {found:02x?} at byte 0, expected {WAL_MAGIC:02x?}")]
+    #[error("not a WAL object: magic {found:02x?}, expected {WAL_MAGIC:02x?}")]
     BadMagic {
         /// The first four bytes.
         found: [u8; 4],
@@ -118,7 +179,10 @@ pub enum WalFormatError {
         /// Byte position of the record header.
         position: usize,
     },
-    /// Bytes remain after the last record.
+    /// The blocks, index or footer (version 2) are damaged.
+    #[error("WAL object layout: {0}")]
+    Layout(#[from] ObjectFormatError),
+    /// Bytes remain after the last record (version 1).
     #[error("WAL object has {extra} bytes after its last record (at byte {position})")]
     TrailingBytes {
         /// Where the extra bytes start.
@@ -128,32 +192,168 @@ pub enum WalFormatError {
     },
 }
 
-/// Encodes `records` as one WAL object.
-pub fn encode(records: &[WalRecord]) -> Bytes {
-    let len = OBJECT_HEADER_LEN + records.iter().map(WalRecord::encoded_len).sum::<usize>();
-    let mut buf = BytesMut::with_capacity(len);
-    buf.put_slice(&WAL_MAGIC);
-    buf.put_u16_le(WAL_VERSION);
-    buf.put_u16_le(0);
-    buf.put_u32_le(u32::try_from(records.len()).unwrap_or(u32::MAX));
-    let crc = crc32c::crc32c(&buf[..12]);
-    buf.put_u32_le(crc);
-    for record in records {
-        let start = buf.len();
-        buf.put_u64_le(record.stream_id);
-        buf.put_u64_le(record.epoch);
-        buf.put_u64_le(record.base_offset);
-        buf.put_u32_le(record.count);
-        buf.put_u32_le(u32::try_from(record.payload.len()).unwrap_or(u32::MAX));
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[start..]), &record.payload);
-        buf.put_u32_le(crc);
-        buf.put_slice(&record.payload);
+/// Encodes `records` (in submission order) as one WAL object with data blocks of about
+/// `block_bytes`. Returns the object and the spans of its streams, in object order.
+pub fn encode(mut records: Vec<WalRecord>, block_bytes: usize) -> (Bytes, Vec<WalSpan>) {
+    // A stream's records arrive in offset order, so a stable sort keeps each run in order.
+    records.sort_by_key(|r| (r.stream_id, r.epoch));
+    let data: usize = records.iter().map(WalRecord::encoded_len).sum();
+    let mut builder = ObjectBuilder::with_capacity(block_bytes, data + data / 16 + 4096);
+    let mut epochs: Vec<u64> = Vec::new();
+    let mut rest = records.as_slice();
+    while let Some(first) = rest.first() {
+        // A run: one stream, one epoch, consecutive offsets.
+        let mut len = 1;
+        while let (Some(prev), Some(next)) = (rest.get(len - 1), rest.get(len)) {
+            if next.stream_id != first.stream_id
+                || next.epoch != first.epoch
+                || next.base_offset != prev.end_offset()
+            {
+                break;
+            }
+            len += 1;
+        }
+        let (run, tail) = rest.split_at(len);
+        builder.add_stream(first.stream_id, run);
+        epochs.resize(builder.block_count(), first.epoch);
+        rest = tail;
     }
-    buf.freeze()
+    let mut section = BytesMut::with_capacity(epochs.len() * 8 + SECTION_TRAILER_LEN);
+    for epoch in &epochs {
+        section.put_u64_le(*epoch);
+    }
+    section.put_u32_le(u32::try_from(epochs.len()).unwrap_or(u32::MAX));
+    let crc = crc32c::crc32c(&section);
+    section.put_u32_le(crc);
+    section.put_u16_le(WAL_VERSION);
+    section.put_u16_le(0);
+    section.put_slice(&WAL_MAGIC);
+    let (bytes, index) = builder.finish_with_section(&section);
+    (bytes, spans(&index, &epochs))
 }
 
-/// Decodes a WAL object. Payloads share the object's buffer (no copy).
+/// One span per run of blocks of the same stream and epoch at consecutive offsets.
+fn spans(index: &[BlockEntry], epochs: &[u64]) -> Vec<WalSpan> {
+    let mut spans: Vec<WalSpan> = Vec::new();
+    for (entry, &epoch) in index.iter().zip(epochs) {
+        match spans.last_mut() {
+            Some(span)
+                if span.range.stream_id == entry.stream_id
+                    && span.epoch == epoch
+                    && span.range.end_offset == entry.start_offset =>
+            {
+                span.range.end_offset = entry.end_offset;
+                span.range.len += u64::from(entry.len);
+            }
+            _ => spans.push(WalSpan {
+                epoch,
+                range: StreamRange {
+                    stream_id: entry.stream_id,
+                    start_offset: entry.start_offset,
+                    end_offset: entry.end_offset,
+                    position: entry.position,
+                    len: u64::from(entry.len),
+                },
+            }),
+        }
+    }
+    spans
+}
+
+/// Decodes a WAL object of either version: its records, by stream then offset (version 2) or
+/// in submission order (version 1). Payloads share the object's buffer (no copy).
 pub fn decode(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
+    if is_version_1(object) {
+        return decode_v1(object);
+    }
+    let (index_range, index) = object::decode_object_index(object)?;
+    let section_end = index_range.start as usize;
+    let trailer_start =
+        section_end
+            .checked_sub(SECTION_TRAILER_LEN)
+            .ok_or(WalFormatError::Truncated {
+                field: "WAL section",
+                position: 0,
+                needed: SECTION_TRAILER_LEN,
+                available: section_end,
+            })?;
+    let trailer = take(object, trailer_start, SECTION_TRAILER_LEN, "WAL section")?;
+    let magic = [trailer[12], trailer[13], trailer[14], trailer[15]];
+    if magic != WAL_MAGIC {
+        return Err(WalFormatError::BadMagic { found: magic });
+    }
+    let version = u16::from_le_bytes([trailer[8], trailer[9]]);
+    if version != WAL_VERSION {
+        return Err(WalFormatError::UnsupportedVersion { found: version });
+    }
+    if trailer[10..12] != [0, 0] {
+        return Err(ObjectFormatError::Inconsistent(
+            "reserved WAL section bytes are not zero".into(),
+        )
+        .into());
+    }
+    let count = u32_at(trailer, 0) as usize;
+    if count != index.len() {
+        return Err(ObjectFormatError::Inconsistent(format!(
+            "the WAL section names {count} blocks, the index {}",
+            index.len()
+        ))
+        .into());
+    }
+    let section_start = trailer_start
+        .checked_sub(count * 8)
+        .ok_or(WalFormatError::Truncated {
+            field: "WAL epochs",
+            position: 0,
+            needed: count * 8,
+            available: trailer_start,
+        })?;
+    let covered = take(object, section_start, count * 8 + 4, "WAL section")?;
+    let stored = u32_at(trailer, 4);
+    let computed = crc32c::crc32c(covered);
+    if stored != computed {
+        return Err(WalFormatError::CrcMismatch {
+            field: "WAL section",
+            position: section_start,
+            stored,
+            computed,
+        });
+    }
+    let mut records = Vec::new();
+    for (i, entry) in index.iter().enumerate() {
+        if entry.range().end > section_start as u64 {
+            return Err(ObjectFormatError::Inconsistent(format!(
+                "block {entry:?} overlaps the WAL section at byte {section_start}"
+            ))
+            .into());
+        }
+        let epoch = u64_at(covered, i * 8);
+        let block = object.slice(entry.position as usize..entry.range().end as usize);
+        for batch in object::decode_block(&block, entry)? {
+            records.push(WalRecord {
+                stream_id: entry.stream_id,
+                epoch,
+                base_offset: batch.base_offset,
+                count: batch.count,
+                payload: batch.payload,
+            });
+        }
+    }
+    Ok(records)
+}
+
+/// Whether `object` starts with a valid version-1 header.
+fn is_version_1(object: &[u8]) -> bool {
+    let Ok(header) = take(object, 0, OBJECT_HEADER_LEN, "object header") else {
+        return false;
+    };
+    header[..4] == WAL_MAGIC
+        && u16::from_le_bytes([header[4], header[5]]) == WAL_VERSION_1
+        && u32_at(header, 12) == crc32c::crc32c(&header[..12])
+}
+
+/// Decodes a version-1 WAL object.
+fn decode_v1(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
     let header = take(object, 0, OBJECT_HEADER_LEN, "object header")?;
     let magic = [header[0], header[1], header[2], header[3]];
     if magic != WAL_MAGIC {
@@ -170,7 +370,7 @@ pub fn decode(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
         });
     }
     let version = u16::from_le_bytes([header[4], header[5]]);
-    if version != WAL_VERSION {
+    if version != WAL_VERSION_1 {
         return Err(WalFormatError::UnsupportedVersion { found: version });
     }
     let count = u32_at(header, 8) as usize;
@@ -233,40 +433,104 @@ fn take<'a>(
 mod tests {
     use super::*;
 
+    fn record(
+        stream_id: u64,
+        epoch: u64,
+        base_offset: u64,
+        count: u32,
+        payload: &[u8],
+    ) -> WalRecord {
+        WalRecord {
+            stream_id,
+            epoch,
+            base_offset,
+            count,
+            payload: Bytes::copy_from_slice(payload),
+        }
+    }
+
+    /// Submission order: streams interleaved, one stream with two epochs, an empty payload.
     fn sample() -> Vec<WalRecord> {
         vec![
-            WalRecord {
-                stream_id: 7,
-                epoch: 2,
-                base_offset: 100,
-                count: 3,
-                payload: Bytes::from_static(b"first batch"),
-            },
-            WalRecord {
-                stream_id: 9,
-                epoch: 1,
-                base_offset: 0,
-                count: 1,
-                payload: Bytes::new(),
-            },
+            record(9, 1, 0, 1, b""),
+            record(7, 2, 100, 3, b"first batch"),
+            record(9, 1, 1, 2, b"second of 9"),
+            record(7, 2, 103, 1, b"next of 7"),
+            record(7, 3, 100, 2, b"a newer epoch of 7"),
         ]
     }
 
+    fn sorted(mut records: Vec<WalRecord>) -> Vec<WalRecord> {
+        records.sort_by_key(|r| (r.stream_id, r.epoch, r.base_offset));
+        records
+    }
+
     #[test]
-    fn round_trip() {
-        let records = sample();
-        let object = encode(&records);
-        assert_eq!(
-            object.len(),
-            OBJECT_HEADER_LEN + records.iter().map(WalRecord::encoded_len).sum::<usize>()
-        );
+    fn round_trip_groups_records_by_stream_and_epoch() {
+        let (object, spans) = encode(sample(), 1 << 20);
+        assert_eq!(decode(&object).unwrap(), sorted(sample()));
+        let summary: Vec<_> = spans
+            .iter()
+            .map(|s| {
+                (
+                    s.range.stream_id,
+                    s.epoch,
+                    s.range.start_offset,
+                    s.range.end_offset,
+                )
+            })
+            .collect();
+        assert_eq!(summary, [(7, 2, 100, 104), (7, 3, 100, 102), (9, 1, 0, 3)]);
+        let (empty, spans) = encode(Vec::new(), 1 << 20);
+        assert_eq!(decode(&empty).unwrap(), vec![]);
+        assert!(spans.is_empty());
+    }
+
+    #[test]
+    fn a_gap_in_offsets_starts_a_new_span() {
+        let records = vec![record(4, 1, 0, 1, b"a"), record(4, 1, 5, 1, b"b")];
+        let (object, spans) = encode(records.clone(), 1 << 20);
+        assert_eq!(spans.len(), 2);
         assert_eq!(decode(&object).unwrap(), records);
-        assert_eq!(decode(&encode(&[])).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_wal_object_reads_as_a_committed_object() {
+        let records: Vec<WalRecord> = (0..40)
+            .map(|i| record(3 + i % 2, 1, i / 2 * 10, 10, &[i as u8; 100]))
+            .collect();
+        let (object, spans) = encode(records.clone(), 500);
+        let (_, index) = object::decode_object_index(&object).unwrap();
+        assert!(index.len() > 2, "blocks are cut at about 500 bytes");
+        for span in &spans {
+            let blocks: Vec<_> = index
+                .iter()
+                .filter(|e| e.stream_id == span.range.stream_id)
+                .collect();
+            assert_eq!(blocks.first().unwrap().position, span.range.position);
+            let len: u64 = blocks.iter().map(|e| u64::from(e.len)).sum();
+            assert_eq!(len, span.range.len);
+            let mut batches = Vec::new();
+            for entry in blocks {
+                let block = object.slice(entry.position as usize..entry.range().end as usize);
+                batches.extend(object::decode_block(&block, entry).unwrap());
+            }
+            let expected: Vec<_> = records
+                .iter()
+                .filter(|r| r.stream_id == span.range.stream_id)
+                .map(|r| (r.base_offset, r.payload.clone()))
+                .collect();
+            let got: Vec<_> = batches
+                .into_iter()
+                .map(|b| (b.base_offset, b.payload))
+                .collect();
+            assert_eq!(got, expected);
+        }
     }
 
     #[test]
     fn every_truncation_is_an_error() {
-        let object = encode(&sample());
+        let (object, _) = encode(sample(), 16);
         for len in 0..object.len() {
             let cut = object.slice(..len);
             assert!(decode(&cut).is_err(), "truncated to {len} bytes decoded");
@@ -275,7 +539,7 @@ mod tests {
 
     #[test]
     fn every_flipped_byte_is_an_error() {
-        let object = encode(&sample());
+        let (object, _) = encode(sample(), 16);
         for at in 0..object.len() {
             let mut bytes = object.to_vec();
             bytes[at] ^= 0x5a;
@@ -286,37 +550,83 @@ mod tests {
         }
     }
 
+    /// Rewrites the WAL section's trailer field at `at` (relative to the trailer) and its CRC.
+    fn patch_trailer(object: &Bytes, at: usize, value: &[u8]) -> Bytes {
+        let (range, index) = object::decode_object_index(object).unwrap();
+        let trailer = range.start as usize - SECTION_TRAILER_LEN;
+        let section = trailer - index.len() * 8;
+        let mut bytes = object.to_vec();
+        bytes[trailer + at..trailer + at + value.len()].copy_from_slice(value);
+        let crc = crc32c::crc32c(&bytes[section..trailer + 4]);
+        bytes[trailer + 4..trailer + 8].copy_from_slice(&crc.to_le_bytes());
+        Bytes::from(bytes)
+    }
+
     #[test]
-    fn trailing_bytes_are_an_error() {
-        let mut bytes = encode(&sample()).to_vec();
+    fn bad_magic_version_and_count_are_named() {
+        let (object, _) = encode(sample(), 1 << 20);
+        assert!(matches!(
+            decode(&patch_trailer(&object, 12, b"XKWL")),
+            Err(WalFormatError::BadMagic { .. })
+        ));
+        assert_eq!(
+            decode(&patch_trailer(&object, 8, &9u16.to_le_bytes())),
+            Err(WalFormatError::UnsupportedVersion { found: 9 })
+        );
+        assert!(matches!(
+            decode(&patch_trailer(&object, 0, &u32::MAX.to_le_bytes())),
+            Err(WalFormatError::Layout(_))
+        ));
+    }
+
+    /// A version-1 object, as earlier builds wrote it.
+    fn encode_v1(records: &[WalRecord]) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_slice(&WAL_MAGIC);
+        buf.put_u16_le(WAL_VERSION_1);
+        buf.put_u16_le(0);
+        buf.put_u32_le(records.len() as u32);
+        let crc = crc32c::crc32c(&buf[..12]);
+        buf.put_u32_le(crc);
+        for record in records {
+            let start = buf.len();
+            buf.put_u64_le(record.stream_id);
+            buf.put_u64_le(record.epoch);
+            buf.put_u64_le(record.base_offset);
+            buf.put_u32_le(record.count);
+            buf.put_u32_le(record.payload.len() as u32);
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[start..]), &record.payload);
+            buf.put_u32_le(crc);
+            buf.put_slice(&record.payload);
+        }
+        buf.freeze()
+    }
+
+    #[test]
+    fn version_1_objects_are_still_read() {
+        let object = encode_v1(&sample());
+        assert_eq!(decode(&object).unwrap(), sample());
+        for len in 0..object.len() {
+            assert!(
+                decode(&object.slice(..len)).is_err(),
+                "v1 cut to {len} decoded"
+            );
+        }
+        for at in 0..object.len() {
+            let mut bytes = object.to_vec();
+            bytes[at] ^= 0x5a;
+            assert!(
+                decode(&Bytes::from(bytes)).is_err(),
+                "v1 flipped byte {at} decoded"
+            );
+        }
+        let mut bytes = object.to_vec();
         bytes.push(0);
         assert!(matches!(
             decode(&Bytes::from(bytes)),
             Err(WalFormatError::TrailingBytes { extra: 1, .. })
         ));
-    }
-
-    #[test]
-    fn bad_magic_and_version_are_named() {
-        let mut bytes = encode(&sample()).to_vec();
-        bytes[0] = b'X';
-        assert!(matches!(
-            decode(&Bytes::from(bytes)),
-            Err(WalFormatError::BadMagic { .. })
-        ));
-        let mut bytes = encode(&sample()).to_vec();
-        bytes[4] = 9;
-        let crc = crc32c::crc32c(&bytes[..12]);
-        bytes[12..16].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(
-            decode(&Bytes::from(bytes)),
-            Err(WalFormatError::UnsupportedVersion { found: 9 })
-        );
-    }
-
-    #[test]
-    fn a_huge_record_count_does_not_allocate_or_panic() {
-        let mut bytes = encode(&[]).to_vec();
+        let mut bytes = encode_v1(&[]).to_vec();
         bytes[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         let crc = crc32c::crc32c(&bytes[..12]);
         bytes[12..16].copy_from_slice(&crc.to_le_bytes());

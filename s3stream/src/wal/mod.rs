@@ -12,8 +12,10 @@ pub mod format;
 pub mod replay;
 pub mod writer;
 
-pub use format::{WalFormatError, WalRecord};
-pub use writer::{Ack, WalError, WalIdError, WalIdSource, WalMetrics, WalSettings, WalWriter};
+pub use format::{WalFormatError, WalRecord, WalSpan};
+pub use writer::{
+    Ack, WalError, WalIdError, WalIdSource, WalMetrics, WalSettings, WalWriter, WrittenObject,
+};
 
 /// The key prefix of `node`'s WAL objects under the WAL root `root` (ending in `/` unless empty).
 pub fn node_prefix(root: &str, node: &str) -> String {

@@ -26,7 +26,7 @@ const REPLAY_ATTEMPTS: u32 = 8;
 pub struct ReplayedObject {
     /// Its id.
     pub id: u64,
-    /// Its records, in submission order.
+    /// Its records: by stream, then offset.
     pub records: Vec<WalRecord>,
 }
 

@@ -140,7 +140,8 @@ async fn appends_under_load_group_and_are_acknowledged_in_submission_order() {
     let puts = counting.counts().puts;
     assert!(puts < 50, "500 appends behind slow PUTs took {puts} PUTs");
 
-    // Everything is in the WAL, in submission order.
+    // Everything is in the WAL: each object holds its records by stream, in offset order, and
+    // objects follow submission order.
     let replayed = replay(
         &(counting as Arc<dyn ObjectStorage>),
         PREFIX,
@@ -148,11 +149,24 @@ async fn appends_under_load_group_and_are_acknowledged_in_submission_order() {
     )
     .await
     .unwrap();
-    let offsets: Vec<u64> = replayed
-        .objects
-        .iter()
-        .flat_map(|o| o.records.iter().map(|r| r.base_offset))
-        .collect();
+    let mut offsets = Vec::new();
+    let mut last_of_stream = std::collections::HashMap::new();
+    for object in &replayed.objects {
+        let mut keys: Vec<(u64, u64)> = object
+            .records
+            .iter()
+            .map(|r| (r.stream_id, r.base_offset))
+            .collect();
+        let in_object_order = keys.clone();
+        keys.sort_unstable();
+        assert_eq!(in_object_order, keys, "records are by stream, then offset");
+        for (stream, offset) in keys {
+            let last = last_of_stream.insert(stream, offset);
+            assert!(last < Some(offset), "stream {stream} goes back to {offset}");
+            offsets.push(offset);
+        }
+    }
+    offsets.sort_unstable();
     assert_eq!(offsets, (0..500).collect::<Vec<_>>());
     assert_eq!(replayed.ended_at, Some(puts));
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::format::{self, WalRecord};
+use super::format::{self, WalRecord, WalSpan};
 use crate::failpoints::{self, Failpoints};
 use crate::storage::{ObjectStorage, StorageError};
 
@@ -57,6 +57,9 @@ pub struct WalSettings {
     pub max_inflight_puts: usize,
     /// A group is sealed when its records reach this many bytes. Default 8 MiB.
     pub max_object_bytes: usize,
+    /// Data blocks in WAL objects are cut at about this size (WAL objects are laid out like
+    /// committed objects, so that the compactor can commit a large one as it is). Default 1 MiB.
+    pub block_bytes: usize,
     /// First retry delay of a failed PUT; doubles per attempt. Default 20 ms.
     #[serde(with = "crate::duration_ms")]
     pub retry_initial_backoff: Duration,
@@ -73,6 +76,7 @@ impl Default for WalSettings {
         WalSettings {
             max_inflight_puts: 8,
             max_object_bytes: 8 << 20,
+            block_bytes: 1 << 20,
             retry_initial_backoff: Duration::from_millis(20),
             retry_max_backoff: Duration::from_secs(1),
             retry_deadline: Duration::from_secs(30),
@@ -128,6 +132,19 @@ pub struct WalMetrics {
     pub records_acked: AtomicU64,
 }
 
+/// A WAL object whose appends were acknowledged: what the compactor needs to commit it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenObject {
+    /// Its id.
+    pub id: u64,
+    /// Its key in the WAL store.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The runs of batches it holds, by stream then epoch then offset.
+    pub spans: Vec<WalSpan>,
+}
+
 #[derive(Default)]
 struct Group {
     records: Vec<WalRecord>,
@@ -147,11 +164,12 @@ struct State {
     /// Acknowledgements of uploaded groups, by WAL object id, in submission order.
     awaiting: VecDeque<(u64, Vec<Ack>)>,
     /// Outcomes of finished uploads not yet released.
-    done: HashMap<u64, Result<(), WalError>>,
+    done: HashMap<u64, Result<WrittenObject, WalError>>,
     failed: Option<Arc<WalError>>,
     shut_down: bool,
-    /// Ids of WAL objects whose appends were acknowledged, for deletion after compaction.
-    written: VecDeque<u64>,
+    /// WAL objects whose appends were acknowledged, oldest first, until the compactor has
+    /// committed their data.
+    written: VecDeque<Arc<WrittenObject>>,
 }
 
 struct Inner {
@@ -268,11 +286,22 @@ impl WalWriter {
         f(point)
     }
 
-    /// Removes and returns the ids of acknowledged WAL objects below `point`, oldest first: the
-    /// objects the compactor may delete once their data is committed elsewhere.
-    pub fn take_written_below(&self, point: u64) -> Vec<u64> {
+    /// The acknowledged WAL objects below `point` not yet handed over, oldest first.
+    pub fn written_below(&self, point: u64) -> Vec<Arc<WrittenObject>> {
+        let state = self.lock();
+        state
+            .written
+            .iter()
+            .take_while(|o| o.id < point)
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets the acknowledged WAL objects below `point` (their data is committed) and returns
+    /// them, oldest first.
+    pub fn take_written_below(&self, point: u64) -> Vec<Arc<WrittenObject>> {
         let mut state = self.lock();
-        let keep = state.written.partition_point(|id| *id < point);
+        let keep = state.written.partition_point(|o| o.id < point);
         state.written.drain(..keep).collect()
     }
 
@@ -340,7 +369,7 @@ impl WalWriter {
             let writer = self.clone();
             let records = group.records;
             tokio::spawn(async move {
-                let outcome = writer.upload(id, &records).await;
+                let outcome = writer.upload(id, records).await;
                 writer.finish(id, outcome);
             });
         }
@@ -390,9 +419,10 @@ impl WalWriter {
         });
     }
 
-    async fn upload(&self, id: u64, records: &[WalRecord]) -> Result<(), WalError> {
+    async fn upload(&self, id: u64, records: Vec<WalRecord>) -> Result<WrittenObject, WalError> {
         let key = Self::object_key(&self.inner.prefix, id);
-        let body: Bytes = format::encode(records);
+        let (body, spans): (Bytes, Vec<WalSpan>) =
+            format::encode(records, self.inner.settings.block_bytes);
         let settings = &self.inner.settings;
         let started = Instant::now();
         let mut backoff = settings.retry_initial_backoff;
@@ -411,7 +441,12 @@ impl WalWriter {
                     metrics
                         .put_bytes
                         .fetch_add(body.len() as u64, Ordering::Relaxed);
-                    return Ok(());
+                    return Ok(WrittenObject {
+                        id,
+                        key,
+                        size: body.len() as u64,
+                        spans,
+                    });
                 }
                 Err(error) => {
                     let retry = error.is_retryable() && started.elapsed() < settings.retry_deadline;
@@ -435,7 +470,7 @@ impl WalWriter {
         }
     }
 
-    fn finish(&self, id: u64, outcome: Result<(), WalError>) {
+    fn finish(&self, id: u64, outcome: Result<WrittenObject, WalError>) {
         let mut state = self.lock();
         state.inflight -= 1;
         state.done.insert(id, outcome);
@@ -461,12 +496,11 @@ impl WalWriter {
                 (Some(cause), _) => Err(WalError::Failed {
                     cause: cause.clone(),
                 }),
-                (None, Ok(())) => Ok(()),
-                (None, Err(error)) => Err(error),
+                (None, outcome) => outcome,
             };
-            match &outcome {
-                Ok(()) => {
-                    state.written.push_back(id);
+            match outcome {
+                Ok(written) => {
+                    state.written.push_back(Arc::new(written));
                     self.inner
                         .metrics
                         .records_acked
@@ -480,7 +514,7 @@ impl WalWriter {
                         ack(Err(error.clone()));
                     }
                     if state.failed.is_none() {
-                        self.fail(state, error.clone());
+                        self.fail(state, error);
                     }
                 }
             }
