@@ -635,4 +635,74 @@ mod tests {
             Err(WalFormatError::Truncated { .. })
         ));
     }
+
+    fn records() -> impl proptest::strategy::Strategy<Value = Vec<WalRecord>> {
+        use proptest::prelude::*;
+        prop::collection::vec(
+            (
+                0u64..4,
+                1u64..3,
+                1u32..4,
+                prop::collection::vec(any::<u8>(), 0..64),
+            ),
+            0..24,
+        )
+        .prop_map(|specs| {
+            // Offsets continue per stream and epoch, as a stream's sequencing assigns them.
+            let mut next = std::collections::HashMap::new();
+            specs
+                .into_iter()
+                .map(|(stream_id, epoch, count, payload)| {
+                    let at = next.entry((stream_id, epoch)).or_insert(0u64);
+                    let base_offset = *at;
+                    *at += u64::from(count);
+                    WalRecord {
+                        stream_id,
+                        epoch,
+                        base_offset,
+                        count,
+                        payload: Bytes::from(payload),
+                    }
+                })
+                .collect()
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_group_round_trips(records in records(), block_bytes in 1usize..300) {
+            let (object, spans) = encode(records.clone(), block_bytes);
+            proptest::prop_assert_eq!(decode(&object).unwrap(), sorted(records.clone()));
+            let covered: u64 = spans
+                .iter()
+                .map(|s| s.range.end_offset - s.range.start_offset)
+                .sum();
+            let offsets: u64 = records.iter().map(|r| u64::from(r.count)).sum();
+            proptest::prop_assert_eq!(covered, offsets);
+        }
+
+        #[test]
+        fn damaged_objects_are_refused_without_panic(
+            records in records(),
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 1u8..), 1..4),
+            cut in proptest::prelude::any::<usize>(),
+        ) {
+            let (object, _) = encode(records, 64);
+            let mut bytes = object.to_vec();
+            for (at, mask) in flips {
+                let len = bytes.len();
+                bytes[at % len] ^= mask;
+            }
+            if bytes[..] != object[..] {
+                proptest::prop_assert!(decode(&Bytes::from(bytes.clone())).is_err());
+            }
+            let cut = cut % object.len();
+            proptest::prop_assert!(decode(&object.slice(..cut)).is_err(), "cut to {}", cut);
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = decode(&Bytes::from(bytes));
+        }
+    }
 }
