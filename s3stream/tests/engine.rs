@@ -2,6 +2,7 @@
 //! cache and from committed objects, compaction, recovery after a crash at every failpoint,
 //! fencing, back-pressure, trim, close and destroy.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -809,4 +810,93 @@ async fn wal_objects_are_rewritten_when_committed_objects_go_elsewhere() {
     assert!(world.storage.list("wal/").await.unwrap().is_empty());
     assert_eq!(data.list("data/").await.unwrap().len(), 1);
     assert_eq!(read_all(&stream, 0).await, expected(0, 10));
+}
+
+#[tokio::test]
+async fn stream_set_objects_are_regrouped_by_stream() {
+    let world = World::new();
+    let mut settings = no_tail_cache();
+    settings.compaction.stream_object_bytes = 2000;
+    settings.compaction.merge_min_objects = 3;
+    settings.compaction.delete_grace = Duration::ZERO;
+    let engine = world.engine("n1", settings.clone()).await;
+    let mut ids = Vec::new();
+    let mut streams = Vec::new();
+    for _ in 0..4 {
+        let id = engine.create_stream().await.unwrap().id;
+        ids.push(id);
+        streams.push(engine.open_stream(id).await.unwrap());
+    }
+    let (a, b, c, d) = (&streams[0], &streams[1], &streams[2], &streams[3]);
+    let mut written: HashMap<u64, Vec<(u64, Bytes)>> = HashMap::new();
+    // Five compaction rounds. `a` is busy (1200 bytes a round: small in a round, large over
+    // five); `b` writes one large batch in round 2, which gets its own stream object then.
+    for round in 0..5u8 {
+        let mut jobs: Vec<(&Stream, Bytes)> = (0..4)
+            .map(|i| (a, Bytes::from(vec![round * 10 + i; 300])))
+            .collect();
+        let b_len = if round == 2 { 2500 } else { 10 };
+        jobs.push((b, Bytes::from(vec![100 + round; b_len])));
+        jobs.push((c, Bytes::from(vec![150 + round; 10])));
+        jobs.push((d, Bytes::from(vec![200 + round; 10])));
+        for (stream, bytes) in jobs {
+            let base = append_bytes(stream, bytes.clone()).await;
+            written.entry(stream.id()).or_default().push((base, bytes));
+        }
+        engine.compact_now().await.unwrap();
+    }
+    let sets = |objects: &[mink_metadata::ObjectRecord]| {
+        objects
+            .iter()
+            .filter(|o| o.kind == mink_metadata::ObjectKind::StreamSet)
+            .count()
+    };
+    assert_eq!(sets(&engine.metadata().list_objects().await.unwrap()), 5);
+    // `c` trimmed past its first batch, `d` deleted: their dead data is not written again.
+    c.trim(2).await.unwrap();
+    d.destroy().await.unwrap();
+    engine.maintain_now().await.unwrap();
+    assert_eq!(counter(&engine.metrics().set_compactions), 1);
+
+    let objects = engine.metadata().list_objects().await.unwrap();
+    let holding = |id: u64| -> Vec<(mink_metadata::ObjectKind, u64, u64)> {
+        let mut ranges: Vec<_> = objects
+            .iter()
+            .flat_map(|o| {
+                o.ranges
+                    .iter()
+                    .filter(move |r| r.stream_id == id)
+                    .map(move |r| (o.kind, r.start_offset, r.end_offset))
+            })
+            .collect();
+        ranges.sort_by_key(|r| r.1);
+        ranges
+    };
+    use mink_metadata::ObjectKind::{Stream as Own, StreamSet as Set};
+    assert_eq!(holding(ids[0]), [(Own, 0, 40)], "a: one stream object");
+    assert_eq!(
+        holding(ids[1]),
+        [(Set, 0, 4), (Own, 4, 6), (Set, 6, 10)],
+        "b: two runs around its own stream object"
+    );
+    assert_eq!(holding(ids[2]), [(Set, 2, 10)], "c: from its start offset");
+    assert!(holding(ids[3]).is_empty(), "d: deleted");
+    assert_eq!(sets(&objects), 2, "one stream-set object per run of b");
+    // The five regrouped objects are gone from the store.
+    let keys = world.storage.list("data/").await.unwrap();
+    assert_eq!(keys.len(), objects.len());
+
+    engine.abort();
+    drop((streams, engine));
+    let engine = world.engine("n1", settings).await;
+    for (i, id) in ids.iter().take(3).enumerate() {
+        let stream = engine.open_stream(*id).await.unwrap();
+        let from = if i == 2 { 2 } else { 0 };
+        let want: Vec<(u64, Bytes)> = written[id]
+            .iter()
+            .filter(|(base, _)| *base >= from)
+            .cloned()
+            .collect();
+        assert_eq!(read_all(&stream, from).await, want, "stream {id}");
+    }
 }

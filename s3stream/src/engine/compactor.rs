@@ -58,13 +58,17 @@ pub struct CompactionSettings {
     /// Wait after a failed round. Default 1 s.
     #[serde(with = "crate::duration_ms")]
     pub retry_backoff: Duration,
-    /// How often the second pass runs (merging small stream objects, collecting garbage).
-    /// Default 60 s.
+    /// How often the second pass runs (merging small stream objects, regrouping stream-set
+    /// objects by stream, collecting garbage). Default 60 s.
     #[serde(with = "crate::duration_ms")]
     pub maintenance_interval: Duration,
     /// A run of at least this many consecutive small stream objects of one stream is merged into
-    /// one. Default 4.
+    /// one; stream-set objects are regrouped by stream once at least this many exist. Default 4.
     pub merge_min_objects: usize,
+    /// Bytes of stream-set objects (oldest first) the second pass reads and writes again,
+    /// grouped by stream, per run; it holds them in memory meanwhile. 0 turns regrouping off.
+    /// Default 256 MiB.
+    pub set_compaction_bytes: u64,
     /// Objects removed from the metadata (merged or garbage) are deleted from the store after
     /// this, so reads that looked them up just before still find them. Default 30 s.
     #[serde(with = "crate::duration_ms")]
@@ -82,6 +86,7 @@ impl Default for CompactionSettings {
             retry_backoff: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(60),
             merge_min_objects: 4,
+            set_compaction_bytes: 256 << 20,
             delete_grace: Duration::from_secs(30),
         }
     }
@@ -94,8 +99,6 @@ pub(crate) struct CompactorState {
     retired_below: u64,
     /// Objects out of the metadata, waiting to be deleted.
     pub(crate) pending: super::maintenance::PendingDeletes,
-    /// When the second pass last ran.
-    last_maintenance: Option<std::time::Instant>,
 }
 
 /// One stream's batches to commit.
@@ -106,7 +109,7 @@ pub(crate) struct Part {
 }
 
 impl Part {
-    fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.batches.iter().map(|b| b.payload.len() as u64).sum()
     }
 
@@ -140,11 +143,7 @@ pub(crate) async fn run(engine: Weak<EngineShared>) {
         let Some(shared) = engine.upgrade() else {
             return;
         };
-        let outcome = match compact(&shared).await {
-            Ok(()) => maintain_if_due(&shared).await,
-            Err(error) => Err(error),
-        };
-        match outcome {
+        match compact(&shared).await {
             Ok(()) => {}
             Err(StreamError::Failpoint(name)) => {
                 tracing::warn!(failpoint = name, "compactor stops at a failpoint");
@@ -158,30 +157,6 @@ pub(crate) async fn run(engine: Weak<EngineShared>) {
             }
         }
     }
-}
-
-/// Runs the second pass when its interval has passed.
-async fn maintain_if_due(engine: &EngineShared) -> Result<()> {
-    let mut state = engine.compaction_lock.lock().await;
-    let interval = engine.settings.compaction.maintenance_interval;
-    if state
-        .last_maintenance
-        .is_some_and(|t| t.elapsed() < interval)
-    {
-        return Ok(());
-    }
-    state.last_maintenance = Some(std::time::Instant::now());
-    super::maintenance::run_once(engine, &mut state).await
-}
-
-/// The second pass now (merges, garbage), then deletes what waited out its grace period.
-pub(crate) async fn maintain(engine: &EngineShared) -> Result<()> {
-    let mut state = engine.compaction_lock.lock().await;
-    if engine.halted() {
-        return Err(StreamError::ShutDown);
-    }
-    state.last_maintenance = Some(std::time::Instant::now());
-    super::maintenance::run_once(engine, &mut state).await
 }
 
 /// Deletes every object waiting for deletion, grace period or not (at shutdown).
@@ -213,13 +188,7 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
     if plan.ends.is_empty() && point <= state.retired_below {
         return Ok(());
     }
-    let context = CommitContext {
-        data_storage: &engine.data_storage,
-        metadata: &engine.metadata,
-        settings: &engine.settings,
-        failpoints: &engine.failpoints,
-        metrics: &engine.metrics,
-    };
+    let context = engine.commit_context();
     let mut objects = Vec::new();
     let mut owners = Vec::with_capacity(plan.ends.len());
     let mut epochs = Vec::with_capacity(plan.ends.len());
@@ -470,54 +439,73 @@ pub(crate) async fn commit_parts(
 
 /// Writes `parts` (in stream order) into new objects: a stream object for each part of at least
 /// `stream_object_bytes`, one stream-set object for the rest.
-async fn write_objects(context: &CommitContext<'_>, parts: &[Part]) -> Result<Vec<ObjectRecord>> {
-    let compaction = &context.settings.compaction;
-    let mut shared = ObjectBuilder::new(compaction.block_bytes);
-    let mut builders = Vec::new();
-    for part in parts {
-        if part.bytes() >= compaction.stream_object_bytes {
-            let mut builder = ObjectBuilder::new(compaction.block_bytes);
-            builder.add_stream(part.stream_id, &part.batches);
-            builders.push((ObjectKind::Stream, builder));
-        } else {
-            shared.add_stream(part.stream_id, &part.batches);
-        }
-    }
+pub(crate) async fn write_objects(
+    context: &CommitContext<'_>,
+    parts: &[Part],
+) -> Result<Vec<ObjectRecord>> {
+    let threshold = context.settings.compaction.stream_object_bytes;
+    let (own, shared): (Vec<&Part>, Vec<&Part>) =
+        parts.iter().partition(|p| p.bytes() >= threshold);
+    let mut jobs: Vec<(ObjectKind, Vec<&Part>)> = own
+        .into_iter()
+        .map(|p| (ObjectKind::Stream, vec![p]))
+        .collect();
     if !shared.is_empty() {
-        builders.push((ObjectKind::StreamSet, shared));
+        jobs.push((ObjectKind::StreamSet, shared));
     }
-    let mut objects = Vec::with_capacity(builders.len());
-    for (kind, builder) in builders {
-        let id = context.metadata.allocate_object_id().await?;
-        let key = super::reader::object_key(&context.settings.data_prefix, id);
-        let (bytes, spans) = builder.finish();
-        let size = bytes.len() as u64;
-        if let Err(error) = put_with_retry(context.data_storage, &key, bytes).await {
-            remove_uncommitted(context, &objects).await;
-            return Err(error);
+    write_all(context, jobs).await
+}
+
+/// Writes one object per job (its parts in stream order). If one fails, the objects already
+/// written are deleted again.
+pub(crate) async fn write_all(
+    context: &CommitContext<'_>,
+    jobs: Vec<(ObjectKind, Vec<&Part>)>,
+) -> Result<Vec<ObjectRecord>> {
+    let mut objects = Vec::with_capacity(jobs.len());
+    for (kind, parts) in jobs {
+        match write_object(context, kind, &parts).await {
+            Ok(object) => objects.push(object),
+            Err(error) => {
+                remove_uncommitted(context, &objects).await;
+                return Err(error);
+            }
         }
-        context
-            .metrics
-            .objects_written
-            .fetch_add(1, Ordering::Relaxed);
-        context
-            .metrics
-            .object_bytes_written
-            .fetch_add(size, Ordering::Relaxed);
-        objects.push(ObjectRecord {
-            id,
-            kind,
-            key,
-            size,
-            ranges: spans,
-        });
     }
     Ok(objects)
 }
 
+async fn write_object(
+    context: &CommitContext<'_>,
+    kind: ObjectKind,
+    parts: &[&Part],
+) -> Result<ObjectRecord> {
+    let mut builder = ObjectBuilder::new(context.settings.compaction.block_bytes);
+    for part in parts {
+        builder.add_stream(part.stream_id, &part.batches);
+    }
+    let id = context.metadata.allocate_object_id().await?;
+    let key = super::reader::object_key(&context.settings.data_prefix, id);
+    let (bytes, spans) = builder.finish();
+    let size = bytes.len() as u64;
+    put_with_retry(context.data_storage, &key, bytes).await?;
+    let metrics = context.metrics;
+    metrics.objects_written.fetch_add(1, Ordering::Relaxed);
+    metrics
+        .object_bytes_written
+        .fetch_add(size, Ordering::Relaxed);
+    Ok(ObjectRecord {
+        id,
+        kind,
+        key,
+        size,
+        ranges: spans,
+    })
+}
+
 /// Commits `request`; if that fails, deletes `written` (objects written for it, referenced by
 /// nothing then).
-async fn commit(
+pub(crate) async fn commit(
     context: &CommitContext<'_>,
     request: CommitRequest,
     written: &[ObjectRecord],

@@ -3,6 +3,8 @@
 //! - **Merge**: an open stream whose committed data lies in several consecutive small stream
 //!   objects (each below `stream_object_bytes`) gets them rewritten as one stream object, in one
 //!   epoch-fenced commit that adds the new object and removes the old ones.
+//! - **Regrouping** (`stream_sets.rs`): the oldest stream-set objects are written again grouped
+//!   by stream, so a stream's history is not spread in small pieces over many objects.
 //! - **Garbage**: an object all of whose stream ranges lie below their stream's start offset
 //!   (trimmed), or belong to deleted streams, is removed from the metadata and then deleted.
 //!
@@ -10,16 +12,15 @@
 //! that looked an object up just before it was replaced still finds it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord, StreamState};
 
 use super::EngineShared;
-use super::compactor::CompactorState;
-use crate::error::Result;
-use crate::object::ObjectBuilder;
+use super::compactor::{CompactorState, Part};
+use crate::error::{Result, StreamError};
 
 /// Objects removed from the metadata, waiting out the grace period before deletion.
 #[derive(Debug, Default)]
@@ -28,21 +29,58 @@ pub(crate) struct PendingDeletes {
 }
 
 impl PendingDeletes {
-    fn push(&mut self, objects: impl IntoIterator<Item = ObjectRecord>) {
+    pub(crate) fn push(&mut self, objects: impl IntoIterator<Item = ObjectRecord>) {
         let now = Instant::now();
         self.queue.extend(objects.into_iter().map(|o| (now, o)));
     }
 }
 
-/// One maintenance round: merge, collect garbage, delete what waited long enough.
-pub(crate) async fn run_once(engine: &EngineShared, state: &mut CompactorState) -> Result<()> {
-    for stream in engine.open_streams() {
-        if !stream.fenced.load(Ordering::Acquire) {
-            merge_stream_objects(engine, &stream, state).await?;
+/// The second pass's loop: a run every `maintenance_interval`, beside the compactor (whose rounds
+/// it never holds up for long: regrouping, the slow part, runs outside the compaction lock).
+pub(crate) async fn run(engine: Weak<EngineShared>) {
+    loop {
+        let Some(interval) = engine
+            .upgrade()
+            .map(|e| e.settings.compaction.maintenance_interval)
+        else {
+            return;
+        };
+        tokio::time::sleep(interval).await;
+        let Some(shared) = engine.upgrade() else {
+            return;
+        };
+        match run_once(&shared).await {
+            Ok(()) => {}
+            Err(StreamError::ShutDown) => return,
+            Err(StreamError::Failpoint(name)) => {
+                tracing::warn!(failpoint = name, "maintenance stops at a failpoint");
+                return;
+            }
+            Err(error) => tracing::warn!(%error, "maintenance failed; retrying next time"),
         }
     }
-    collect_garbage(engine, state).await?;
-    delete_expired(engine, state, false).await;
+}
+
+/// One maintenance run: merge small stream objects and collect garbage (under the compaction
+/// lock), regroup stream-set objects (outside it: its commit is guarded by the version compares
+/// on the objects it replaces), then delete what waited out its grace period.
+pub(crate) async fn run_once(engine: &EngineShared) -> Result<()> {
+    {
+        let mut state = engine.compaction_lock.lock().await;
+        if engine.halted() {
+            return Err(StreamError::ShutDown);
+        }
+        for stream in engine.open_streams() {
+            if !stream.fenced.load(Ordering::Acquire) {
+                merge_stream_objects(engine, &stream, &mut state).await?;
+            }
+        }
+        collect_garbage(engine, &mut state).await?;
+    }
+    let replaced = super::stream_sets::run_once(engine).await?;
+    let mut state = engine.compaction_lock.lock().await;
+    state.pending.push(replaced);
+    delete_expired(engine, &mut state, false).await;
     Ok(())
 }
 
@@ -127,33 +165,22 @@ async fn merge_stream_objects(
         // Trimmed or replaced under us: try again next round.
         return Ok(());
     }
-    let mut builder = ObjectBuilder::new(settings.block_bytes);
-    builder.add_stream(stream.id, &batches);
-    let id = engine.metadata.allocate_object_id().await?;
-    let key = super::reader::object_key(&engine.settings.data_prefix, id);
-    let (bytes, spans) = builder.finish();
-    let size = bytes.len() as u64;
-    super::compactor::put_with_retry(&engine.data_storage, &key, bytes).await?;
-    let merged = ObjectRecord {
-        id,
-        kind: ObjectKind::Stream,
-        key: key.clone(),
-        size,
-        ranges: spans,
+    let part = Part {
+        stream_id: stream.id,
+        epoch: stream.epoch,
+        batches,
     };
+    let context = engine.commit_context();
+    let written =
+        super::compactor::write_all(&context, vec![(ObjectKind::Stream, vec![&part])]).await?;
     let replaced: Vec<ObjectRecord> = best.iter().map(|c| (*c.object).clone()).collect();
     let request = CommitRequest {
         stream_epochs: vec![(stream.id, stream.epoch)],
-        add_objects: vec![merged],
+        add_objects: written.clone(),
         remove_objects: replaced.iter().map(|o| o.id).collect(),
         ..CommitRequest::default()
     };
-    if let Err(error) = engine.metadata.commit(request).await {
-        if let Err(delete) = engine.data_storage.delete(&key).await {
-            tracing::warn!(%delete, %key, "removing the object of a failed merge failed");
-        }
-        return Err(error.into());
-    }
+    super::compactor::commit(&context, request, &written).await?;
     tracing::debug!(
         stream_id = stream.id,
         objects = replaced.len(),
@@ -162,14 +189,6 @@ async fn merge_stream_objects(
         "merged stream objects"
     );
     engine.metrics.merges.fetch_add(1, Ordering::Relaxed);
-    engine
-        .metrics
-        .objects_written
-        .fetch_add(1, Ordering::Relaxed);
-    engine
-        .metrics
-        .object_bytes_written
-        .fetch_add(size, Ordering::Relaxed);
     state.pending.push(replaced);
     Ok(())
 }

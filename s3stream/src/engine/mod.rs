@@ -7,6 +7,8 @@
 //! compactor: large WAL objects -> committed as they are (when the WAL and data stores are one)
 //!            small ones: log cache -> stream-set / stream objects (data bucket)
 //!            -> one metadata commit -> rewritten WAL objects are deleted
+//! second pass (own task): merge small stream objects, regroup stream-set objects by stream,
+//!            collect garbage
 //! fetch: log cache (not yet compacted) | object index -> committed objects
 //! ```
 //!
@@ -20,6 +22,7 @@ mod compactor;
 mod maintenance;
 mod reader;
 mod recovery;
+mod stream_sets;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -104,6 +107,8 @@ pub struct EngineMetrics {
     pub objects_deleted: AtomicU64,
     /// Runs of small stream objects merged into one.
     pub merges: AtomicU64,
+    /// Passes that regrouped stream-set objects by stream.
+    pub set_compactions: AtomicU64,
     /// GETs of committed objects.
     pub object_gets: AtomicU64,
     /// Bytes read from committed objects.
@@ -226,7 +231,8 @@ pub(crate) struct EngineShared {
 #[derive(Clone)]
 pub struct Engine {
     shared: Arc<EngineShared>,
-    compactor: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// The compactor's and the second pass's background tasks.
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -328,10 +334,13 @@ impl Engine {
             metrics,
             settings,
         });
-        let task = tokio::spawn(compactor::run(Arc::downgrade(&shared)));
+        let tasks = vec![
+            tokio::spawn(compactor::run(Arc::downgrade(&shared))),
+            tokio::spawn(maintenance::run(Arc::downgrade(&shared))),
+        ];
         Ok(Engine {
             shared,
-            compactor: Arc::new(Mutex::new(Some(task))),
+            tasks: Arc::new(Mutex::new(tasks)),
         })
     }
 
@@ -384,7 +393,7 @@ impl Engine {
     /// objects that are wholly trimmed or belong to deleted streams, and deletes objects whose
     /// grace period is over.
     pub async fn maintain_now(&self) -> Result<()> {
-        compactor::maintain(&self.shared).await
+        maintenance::run_once(&self.shared).await
     }
 
     /// Engine counters.
@@ -422,15 +431,17 @@ impl Engine {
             Ok(())
         };
         compactor::delete_pending(&self.shared).await;
-        if let Some(task) = lock(&self.compactor).take() {
-            task.abort();
-        }
+        self.stop_tasks();
         outcome
     }
 
     /// Stops the background work without flushing anything, as a crash would (for tests).
     pub fn abort(&self) {
-        if let Some(task) = lock(&self.compactor).take() {
+        self.stop_tasks();
+    }
+
+    fn stop_tasks(&self) {
+        for task in lock(&self.tasks).drain(..) {
             task.abort();
         }
     }
@@ -516,6 +527,16 @@ impl EngineShared {
 
     pub(crate) async fn compact_now(&self) -> Result<()> {
         compactor::compact(self).await
+    }
+
+    pub(crate) fn commit_context(&self) -> compactor::CommitContext<'_> {
+        compactor::CommitContext {
+            data_storage: &self.data_storage,
+            metadata: &self.metadata,
+            settings: &self.settings,
+            failpoints: &self.failpoints,
+            metrics: &self.metrics,
+        }
     }
 
     pub(crate) async fn read_committed(
