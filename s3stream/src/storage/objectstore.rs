@@ -73,7 +73,10 @@ impl ObjectStoreBackend {
                     Box::new(e),
                 )
             })?
-            .with_automatic_cleanup(true)
+            // No automatic cleanup of emptied directories: a delete that removes the last object
+            // of `wal/{node}/` would remove the directory while a concurrent PUT creates it
+            // again and fsyncs it, and that PUT fails with "no such file or directory". Empty
+            // directories cost nothing.
             .with_fsync(true);
         Ok(ObjectStoreBackend {
             store: Arc::new(fs),
