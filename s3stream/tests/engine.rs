@@ -900,3 +900,39 @@ async fn stream_set_objects_are_regrouped_by_stream() {
         assert_eq!(read_all(&stream, from).await, want, "stream {id}");
     }
 }
+
+#[tokio::test]
+async fn regrouping_leaves_large_stream_set_objects_alone() {
+    let world = World::new();
+    let mut settings = no_tail_cache();
+    settings.compaction.merge_min_objects = 3;
+    settings.compaction.delete_grace = Duration::ZERO;
+    settings.compaction.set_compaction_bytes = 8000;
+    let engine = world.engine("n1", settings).await;
+    let a = engine.create_stream().await.unwrap().id;
+    let b = engine.create_stream().await.unwrap().id;
+    let (sa, sb) = (
+        engine.open_stream(a).await.unwrap(),
+        engine.open_stream(b).await.unwrap(),
+    );
+    // The oldest stream-set object is large (at least half the budget), three later ones small.
+    append_bytes(&sa, Bytes::from(vec![1u8; 5000])).await;
+    append_bytes(&sb, Bytes::from(vec![2u8; 10])).await;
+    engine.compact_now().await.unwrap();
+    for i in 0..3u8 {
+        append_bytes(&sa, Bytes::from(vec![i; 10])).await;
+        append_bytes(&sb, Bytes::from(vec![i; 10])).await;
+        engine.compact_now().await.unwrap();
+    }
+    let before = engine.metadata().list_objects().await.unwrap();
+    assert_eq!(before.len(), 4);
+    let large = before.iter().min_by_key(|o| o.id).unwrap().clone();
+    assert!(large.size >= 4000);
+    engine.maintain_now().await.unwrap();
+    assert_eq!(counter(&engine.metrics().set_compactions), 1);
+    let after = engine.metadata().list_objects().await.unwrap();
+    assert_eq!(after.len(), 2, "the three small ones became one");
+    assert!(after.contains(&large), "the large one is left as it is");
+    assert_eq!(read_all(&sa, 0).await.len(), 4);
+    assert_eq!(read_all(&sb, 0).await.len(), 4);
+}

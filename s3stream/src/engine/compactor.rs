@@ -65,9 +65,9 @@ pub struct CompactionSettings {
     /// A run of at least this many consecutive small stream objects of one stream is merged into
     /// one; stream-set objects are regrouped by stream once at least this many exist. Default 4.
     pub merge_min_objects: usize,
-    /// Bytes of stream-set objects (oldest first) the second pass reads and writes again,
-    /// grouped by stream, per run; it holds them in memory meanwhile. 0 turns regrouping off.
-    /// Default 256 MiB.
+    /// Bytes of stream-set objects (oldest first, each smaller than half of this) the second pass
+    /// reads and writes again, grouped by stream, per run; it holds them in memory meanwhile.
+    /// 0 turns regrouping off. Default 256 MiB.
     pub set_compaction_bytes: u64,
     /// Objects removed from the metadata (merged or garbage) are deleted from the store after
     /// this, so reads that looked them up just before still find them. Default 30 s.
