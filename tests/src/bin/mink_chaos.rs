@@ -222,8 +222,13 @@ impl NodeProcess {
                 self.prefix
             );
         }
-        // Compact often, so kills also land between uploads, commits and WAL deletes.
-        let _ = writeln!(c, "[engine.compaction]\ninterval = 300");
+        // Compact often, so kills also land between uploads, commits and WAL deletes; adopt WAL
+        // objects of a few appends and rewrite smaller ones; merge and regroup every second.
+        let _ = writeln!(
+            c,
+            "[engine.compaction]\ninterval = 300\nadopt_wal_object_bytes = 1024\n\
+             maintenance_interval = 1000\nmerge_min_objects = 3\ndelete_grace = 500"
+        );
         if let Some(f) = faults {
             if let Some(ms) = f.wal_deadline_ms {
                 let _ = writeln!(c, "[engine.wal]\nretry_deadline = {ms}");
