@@ -936,3 +936,48 @@ async fn regrouping_leaves_large_stream_set_objects_alone() {
     assert_eq!(read_all(&sa, 0).await.len(), 4);
     assert_eq!(read_all(&sb, 0).await.len(), 4);
 }
+
+#[tokio::test]
+async fn compacted_objects_are_cut_at_max_object_bytes() {
+    let world = World::new();
+    let mut settings = no_tail_cache();
+    settings.compaction.max_object_bytes = 100;
+    let engine = world.engine("n1", settings.clone()).await;
+    let a = engine.create_stream().await.unwrap().id;
+    let b = engine.create_stream().await.unwrap().id;
+    let (sa, sb) = (
+        engine.open_stream(a).await.unwrap(),
+        engine.open_stream(b).await.unwrap(),
+    );
+    for i in 0..10u8 {
+        append_bytes(&sa, Bytes::from(vec![i; 40])).await;
+        append_bytes(&sb, Bytes::from(vec![i; 40])).await;
+    }
+    engine.compact_now().await.unwrap();
+    let objects = engine.metadata().list_objects().await.unwrap();
+    // 800 bytes of batches, at most two 40-byte batches per 100-byte object.
+    assert_eq!(objects.len(), 10);
+    for object in &objects {
+        let held: u64 = object
+            .ranges
+            .iter()
+            .map(|r| (r.end_offset - r.start_offset) / 2 * 40)
+            .sum();
+        assert!(
+            held <= 100,
+            "object {} holds {held} bytes of batches",
+            object.id
+        );
+    }
+    engine.abort();
+    drop((sa, sb, engine));
+    let engine = world.engine("n1", settings).await;
+    for id in [a, b] {
+        let stream = engine.open_stream(id).await.unwrap();
+        let got = read_all(&stream, 0).await;
+        let want: Vec<(u64, Bytes)> = (0..10u8)
+            .map(|i| (u64::from(i) * 2, Bytes::from(vec![i; 40])))
+            .collect();
+        assert_eq!(got, want, "stream {id}");
+    }
+}

@@ -243,7 +243,8 @@ fn header(mode: &str, seconds: u64) -> String {
          feature), because these machines are shared and noisy; the ratio is what to compare. \
          Goals are from issue 8; a missed goal says **missed**. On `local` and `moto` the store \
          shares the machine's cores and disk with the node (moto is a Python process), and \
-         compaction writes every byte a second time; `s3-standard` adds S3 Standard's modelled \
+         compaction writes the bytes of small WAL objects a second time (large ones are \
+         committed as they are); `s3-standard` adds S3 Standard's modelled \
          latency and per-request bandwidth to local files, on both the node and the baseline.\n\n",
         if mode == "quick" { " --quick" } else { "" },
         if mode == "quick" {

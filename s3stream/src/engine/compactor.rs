@@ -50,6 +50,10 @@ pub struct CompactionSettings {
     pub stream_object_bytes: u64,
     /// Data blocks in committed objects are cut at about this size. Default 1 MiB.
     pub block_bytes: usize,
+    /// Objects that compaction, merges and regrouping write are cut at about this size (a
+    /// stream's batches continue in the next object), which bounds a PUT and the memory that
+    /// builds it. Default 64 MiB.
+    pub max_object_bytes: usize,
     /// A WAL object of at least this many bytes is committed as a stream-set object as it is
     /// (its bytes are not written a second time) when the WAL and data stores are the same;
     /// smaller ones are rewritten. Under load, group commits reach `wal.max_object_bytes` and are
@@ -82,6 +86,7 @@ impl Default for CompactionSettings {
             trigger_bytes: 32 << 20,
             stream_object_bytes: 8 << 20,
             block_bytes: 1 << 20,
+            max_object_bytes: 64 << 20,
             adopt_wal_object_bytes: 4 << 20,
             retry_backoff: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(60),
@@ -456,29 +461,68 @@ pub(crate) async fn write_objects(
     write_all(context, jobs).await
 }
 
-/// Writes one object per job (its parts in stream order). If one fails, the objects already
-/// written are deleted again.
+/// Writes the parts of each job (in stream order) into objects of that kind, cut at about
+/// `max_object_bytes`. If one fails, the objects already written are deleted again.
 pub(crate) async fn write_all(
     context: &CommitContext<'_>,
     jobs: Vec<(ObjectKind, Vec<&Part>)>,
 ) -> Result<Vec<ObjectRecord>> {
+    let cap = context.settings.compaction.max_object_bytes;
     let mut objects = Vec::with_capacity(jobs.len());
     for (kind, parts) in jobs {
-        match write_object(context, kind, &parts).await {
-            Ok(object) => objects.push(object),
-            Err(error) => {
-                remove_uncommitted(context, &objects).await;
-                return Err(error);
+        for chunk in cut(&parts, cap) {
+            match write_object(context, kind, &chunk).await {
+                Ok(object) => objects.push(object),
+                Err(error) => {
+                    remove_uncommitted(context, &objects).await;
+                    return Err(error);
+                }
             }
         }
     }
     Ok(objects)
 }
 
+/// Cuts `parts` into objects of about `cap` bytes of batches (at least one batch each): a part
+/// that does not fit in what is left continues in the next object.
+fn cut(parts: &[&Part], cap: usize) -> Vec<Vec<Part>> {
+    let mut objects = Vec::new();
+    let mut current: Vec<Part> = Vec::new();
+    let mut bytes = 0usize;
+    for part in parts {
+        let mut rest = part.batches.as_slice();
+        while let Some(first) = rest.first() {
+            if bytes > 0 && bytes + first.payload.len() > cap {
+                objects.push(std::mem::take(&mut current));
+                bytes = 0;
+            }
+            let mut take = 0;
+            for batch in rest {
+                if take > 0 && bytes + batch.payload.len() > cap {
+                    break;
+                }
+                bytes += batch.payload.len();
+                take += 1;
+            }
+            let (now, later) = rest.split_at(take);
+            current.push(Part {
+                stream_id: part.stream_id,
+                epoch: part.epoch,
+                batches: now.to_vec(),
+            });
+            rest = later;
+        }
+    }
+    if !current.is_empty() {
+        objects.push(current);
+    }
+    objects
+}
+
 async fn write_object(
     context: &CommitContext<'_>,
     kind: ObjectKind,
-    parts: &[&Part],
+    parts: &[Part],
 ) -> Result<ObjectRecord> {
     let mut builder = ObjectBuilder::new(context.settings.compaction.block_bytes);
     for part in parts {
