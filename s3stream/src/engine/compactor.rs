@@ -69,7 +69,8 @@ pub struct CompactionSettings {
     /// A run of at least this many consecutive small stream objects of one stream is merged into
     /// one; stream-set objects are regrouped by stream once at least this many exist. Default 4.
     pub merge_min_objects: usize,
-    /// Bytes of stream-set objects (oldest first, each smaller than half of this) the second pass
+    /// Bytes of stream-set objects (oldest first, each smaller than half of this and of
+    /// `max_object_bytes`) the second pass
     /// reads and writes again, grouped by stream, per run; it holds them in memory meanwhile.
     /// 0 turns regrouping off. Default 256 MiB.
     pub set_compaction_bytes: u64,

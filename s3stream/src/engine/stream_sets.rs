@@ -2,8 +2,8 @@
 //!
 //! A stream-set object (an adopted WAL object, or one the compactor wrote) holds a few KiB of each
 //! of many streams, so a catch-up read of one stream meets one small block per object. When at
-//! least `merge_min_objects` stream-set objects smaller than half of `set_compaction_bytes`
-//! exist, this pass takes the oldest of them, up to `set_compaction_bytes`, reads them whole (one GET each) and writes their live data again,
+//! least `merge_min_objects` stream-set objects smaller than half of `set_compaction_bytes` and
+//! of `max_object_bytes` exist, this pass takes the oldest of them, up to `set_compaction_bytes`, reads them whole (one GET each) and writes their live data again,
 //! grouped by stream: a stream with at least `stream_object_bytes` among them gets stream objects,
 //! the others share a new stream-set object (one per run of consecutive offsets of a stream, since
 //! an object holds one range per stream). Batches wholly below their stream's start offset, and
@@ -32,9 +32,10 @@ pub(crate) async fn run_once(engine: &EngineShared) -> Result<Vec<ObjectRecord>>
     if settings.set_compaction_bytes == 0 {
         return Ok(Vec::new());
     }
-    // Objects of half the budget or more (what earlier runs wrote) are left as they are: the
-    // oldest objects would otherwise fill every window by themselves.
-    let large = settings.set_compaction_bytes / 2;
+    // Objects of half the budget or of half the largest object written, or more (what earlier
+    // runs wrote), are left as they are: they would otherwise be written again and again, and
+    // the oldest would fill every window by themselves.
+    let large = (settings.set_compaction_bytes / 2).min(settings.max_object_bytes as u64 / 2);
     let mut sets: Vec<ObjectRecord> = engine
         .metadata
         .list_objects()
