@@ -416,28 +416,9 @@ async fn main() -> Result<(), Error> {
     let replayer =
         engine_with_settings(counting.clone(), kv.clone(), EngineSettings::default()).await?;
     let history = replayer.open_stream(id).await?;
-    let replay = |label: &'static str| {
-        let history = history.clone();
-        async move {
-            let started = Instant::now();
-            let (mut cursor, mut bytes) = (0u64, 0u64);
-            let end = history.offsets().confirm;
-            while cursor < end {
-                let batches = history
-                    .fetch(cursor, u64::MAX, 4 << 20, ReadBound::Confirmed)
-                    .await?;
-                for batch in batches {
-                    bytes += batch.payload.len() as u64;
-                    cursor = batch.end_offset();
-                }
-            }
-            let mbps = bytes as f64 / started.elapsed().as_secs_f64() / 1e6;
-            Ok::<_, Error>((label, bytes, mbps))
-        }
-    };
-    let cold = replay("cold").await?;
+    let cold = catch_up(&replayer, &counting, &history).await?;
     let after_cold = replayer.cache_metrics();
-    let warm = replay("warm").await?;
+    let warm = catch_up(&replayer, &counting, &history).await?;
     report += &format!(
         "### Catch-up replay of {} MiB from committed objects ({} objects)\n\n\
          | | MB/s | ratio to raw GET |\n|---|---|---|\n\
@@ -447,11 +428,12 @@ async fn main() -> Result<(), Error> {
         objects.len(),
         raw_ranged / raw_get,
     );
-    for (label, bytes, mbps) in [cold, warm] {
-        assert_eq!(bytes, total, "the replay read every byte");
+    for (label, replay) in [("cold", cold), ("warm", warm)] {
+        assert_eq!(replay.bytes, total, "the replay read every byte");
         report += &format!(
-            "| replay, {label} caches | {mbps:.1} | **{:.2}x** |\n",
-            mbps / raw_get
+            "| replay, {label} caches | {:.1} | **{:.2}x** |\n",
+            replay.mbps,
+            replay.mbps / raw_get
         );
     }
     report += &format!(

@@ -200,19 +200,7 @@ async fn collect_garbage(engine: &EngineShared, state: &mut CompactorState) -> R
     for object in objects {
         let mut all_dead = !object.ranges.is_empty();
         for range in &object.ranges {
-            let start = match starts.get(&range.stream_id) {
-                Some(start) => *start,
-                None => {
-                    let start = engine
-                        .metadata
-                        .get_stream(range.stream_id)
-                        .await?
-                        .filter(|s| s.state != StreamState::Deleted)
-                        .map(|s| s.start_offset);
-                    starts.insert(range.stream_id, start);
-                    start
-                }
-            };
+            let start = start_of(engine, &mut starts, range.stream_id).await?;
             if start.is_some_and(|start| range.end_offset > start) {
                 all_dead = false;
                 break;
@@ -233,4 +221,24 @@ async fn collect_garbage(engine: &EngineShared, state: &mut CompactorState) -> R
     tracing::info!(objects = dead.len(), "collected garbage objects");
     state.pending.push(dead);
     Ok(())
+}
+
+/// The stream's start offset, or `None` if it is deleted (its data is dead), remembered in
+/// `starts` for the rest of a pass.
+pub(crate) async fn start_of(
+    engine: &EngineShared,
+    starts: &mut HashMap<u64, Option<u64>>,
+    stream_id: u64,
+) -> Result<Option<u64>> {
+    if let Some(start) = starts.get(&stream_id) {
+        return Ok(*start);
+    }
+    let start = engine
+        .metadata
+        .get_stream(stream_id)
+        .await?
+        .filter(|s| s.state != StreamState::Deleted)
+        .map(|s| s.start_offset);
+    starts.insert(stream_id, start);
+    Ok(start)
 }

@@ -254,7 +254,8 @@ impl ObjectReader {
     }
 }
 
-fn corrupt(object: &ObjectRecord, source: ObjectFormatError) -> StreamError {
+/// The error for a committed object whose bytes do not decode.
+pub(crate) fn corrupt(object: &ObjectRecord, source: ObjectFormatError) -> StreamError {
     StreamError::CorruptObject {
         key: object.key.clone(),
         source,

@@ -17,11 +17,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
-use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord, StreamState};
+use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord};
 
 use super::EngineShared;
 use super::compactor::Part;
-use crate::error::{Result, StreamError};
+use super::maintenance::start_of;
+use super::reader::corrupt;
+use crate::error::Result;
 use crate::log_cache::StreamBatch;
 use crate::object;
 
@@ -153,25 +155,6 @@ pub(crate) async fn run_once(engine: &EngineShared) -> Result<Vec<ObjectRecord>>
     Ok(window)
 }
 
-/// The stream's start offset, or `None` if it is deleted (its data is dead).
-async fn start_of(
-    engine: &EngineShared,
-    starts: &mut HashMap<u64, Option<u64>>,
-    stream_id: u64,
-) -> Result<Option<u64>> {
-    if let Some(start) = starts.get(&stream_id) {
-        return Ok(*start);
-    }
-    let start = engine
-        .metadata
-        .get_stream(stream_id)
-        .await?
-        .filter(|s| s.state != StreamState::Deleted)
-        .map(|s| s.start_offset);
-    starts.insert(stream_id, start);
-    Ok(start)
-}
-
 /// Splits batches sorted by offset where one does not continue the last.
 fn runs(batches: Vec<StreamBatch>) -> Vec<Vec<StreamBatch>> {
     let mut runs: Vec<Vec<StreamBatch>> = Vec::new();
@@ -184,11 +167,4 @@ fn runs(batches: Vec<StreamBatch>) -> Vec<Vec<StreamBatch>> {
         }
     }
     runs
-}
-
-fn corrupt(object: &ObjectRecord, source: object::ObjectFormatError) -> StreamError {
-    StreamError::CorruptObject {
-        key: object.key.clone(),
-        source,
-    }
 }
