@@ -5,6 +5,7 @@
 //! - `moto_server` (PyPI `moto[server]`, in a virtual environment under `.tools/venv`): the
 //!   S3-compatible server the object-storage tests run against.
 //! - `cargo-fuzz` (crates.io), only for `cargo xtask fuzz`.
+//! - `cargo-machete` (crates.io), only for `cargo xtask lint`.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -73,8 +74,19 @@ pub(crate) fn has_nextest() -> bool {
 }
 
 pub(crate) fn cargo_fuzz() -> Result {
-    let present = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["fuzz", "--version"])
+    cargo_subcommand("fuzz", "cargo-fuzz")
+}
+
+/// `cargo machete` (crates.io), for `cargo xtask lint`: dependencies no source file uses.
+pub(crate) fn cargo_machete() -> Result {
+    cargo_subcommand("machete", "cargo-machete")
+}
+
+/// Installs the crate that provides `cargo {subcommand}` unless it answers `--version`.
+fn cargo_subcommand(subcommand: &str, package: &str) -> Result {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let present = Command::new(&cargo)
+        .args([subcommand, "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -82,8 +94,8 @@ pub(crate) fn cargo_fuzz() -> Result {
     if present {
         return Ok(());
     }
-    let mut install = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    install.args(["install", "--locked", "cargo-fuzz"]);
+    let mut install = Command::new(&cargo);
+    install.args(["install", "--locked", package]);
     run(install)
 }
 

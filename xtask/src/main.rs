@@ -4,7 +4,8 @@
 //! cargo xtask test [ARGS]     install what the build and tests need, start etcd and an S3 server
 //!                             (moto) on free ports, run every test in the workspace, stop them
 //! cargo xtask serve [ARGS]    install what the build needs, run the node (release) on the embedded default
-//! cargo xtask lint            cargo fmt --check and clippy -D warnings
+//! cargo xtask lint            cargo fmt --check, clippy -D warnings, unused dependencies (cargo
+//!                             machete) and module cycles inside each crate (see lint.rs)
 //! cargo xtask bench [--quick] micro and end-to-end benchmarks, report in bench/results/ (see bench.rs)
 //! cargo xtask fuzz [TARGET] [--seconds N]   run a cargo-fuzz target for a bounded time
 //! cargo xtask services        start etcd and moto, print their addresses, wait for Ctrl-C
@@ -18,6 +19,7 @@
 mod bench;
 mod chaos;
 mod install;
+mod lint;
 mod services;
 
 use std::env;
@@ -34,7 +36,8 @@ fn main() -> ExitCode {
     let outcome = match command.as_str() {
         "test" => test(&rest),
         "serve" => serve(&rest),
-        "lint" => lint(),
+        "lint" => lint::lint(),
+        "cycles" => lint::cycles(),
         "bench" => bench::bench(&rest),
         "fuzz" => fuzz(&rest),
         "services" => services_only(),
@@ -59,7 +62,9 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test [ARGS]       install what is missing, start etcd and moto, run every test (ARGS go to nextest)
   serve [ARGS]      install what is missing, run the node in release mode (ARGS go to `mink serve`)
-  lint              cargo fmt --check, cargo clippy --all-targets -D warnings
+  lint              cargo fmt --check, cargo clippy --all-targets -D warnings, unused
+                    dependencies (cargo machete), module cycles inside each crate
+  cycles            only the module-cycle check of lint
   bench [--quick]   benchmarks: codec micro-benchmarks, the stream engine, and the release node
                     over HTTP on local files, moto and the S3 Standard latency model, each
                     beside a raw baseline; report and charts in bench/results/{quick,full}/
@@ -160,23 +165,6 @@ fn serve(args: &[String]) -> Result {
     ]);
     command.args(args);
     run(command)
-}
-
-fn lint() -> Result {
-    let mut fmt = cargo();
-    fmt.args(["fmt", "--all", "--", "--check"]);
-    run(fmt)?;
-    install::build_tools()?;
-    let mut clippy = cargo();
-    clippy.args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]);
-    run(clippy)
 }
 
 fn fuzz(args: &[String]) -> Result {
