@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::services::Services;
-use crate::{Result, cargo, install, root, run};
+use crate::{Result, cargo, install, root, run, target_dir};
 
 /// The stores every end-to-end part runs against.
 const STORES: [&str; 3] = ["local", "moto", "s3-standard"];
@@ -70,9 +70,9 @@ pub(crate) fn bench(args: &[String]) -> Result {
     run(build)?;
     // A private copy of the node: `cargo bench -p mink-server` below rebuilds target/release/mink
     // without the `chaos` feature (the bench profile shares the release folder).
-    let release = root().join("target").join("release");
-    let node = root().join("target").join("xtask").join("mink-bench-node");
-    std::fs::create_dir_all(root().join("target").join("xtask"))
+    let release = target_dir().join("release");
+    let node = target_dir().join("xtask").join("mink-bench-node");
+    std::fs::create_dir_all(target_dir().join("xtask"))
         .map_err(|e| format!("create target/xtask: {e}"))?;
     std::fs::copy(release.join("mink"), &node)
         .map_err(|e| format!("copy the node binary to {}: {e}", node.display()))?;
