@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, Int64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
+use mink_tests::Rng;
 use reqwest::StatusCode;
 
 const TABLE: &str = "chaos";
@@ -144,34 +145,6 @@ fn seed_from_clock() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(1)
-}
-
-/// SplitMix64: small, seeded, good enough to pick delays and fault plans reproducibly.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in [low, high].
-    fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next_u64() % (high - low + 1)
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[(self.next_u64() % items.len() as u64) as usize]
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -949,7 +922,7 @@ async fn run(options: Options) -> Result<Report, Error> {
             + mink_tests::node::START_TIMEOUT * (options.kills + 2).min(4)
             + SETTLE_TIMEOUT,
     });
-    let mut rng = Rng(options.seed);
+    let mut rng = Rng::new(options.seed);
 
     node.start(None)?;
     node.wait_ready(&http).await?;
@@ -964,7 +937,7 @@ async fn run(options: Options) -> Result<Report, Error> {
                 ctx.clone(),
                 bucket,
                 ordinal,
-                Rng(rng.next_u64()),
+                Rng::new(rng.next_u64()),
             )));
         }
         readers.push(tokio::spawn(reader(ctx.clone(), bucket)));
