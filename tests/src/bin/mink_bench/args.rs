@@ -68,14 +68,16 @@ fn non_empty_path(v: &str) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
+    /// A command line: the program's name, then `s` split at spaces.
+    fn args(s: &str) -> Vec<String> {
+        std::iter::once("mink_bench")
+            .chain(s.split(' '))
+            .map(String::from)
+            .collect()
+    }
+
     #[test]
     fn the_flags_xtask_passes_parse() {
-        let args = |s: &str| {
-            std::iter::once("mink_bench")
-                .chain(s.split(' '))
-                .map(String::from)
-                .collect::<Vec<_>>()
-        };
         let o =
             Options::try_parse_from(args("--node n --store s3-standard --out o --quick")).unwrap();
         assert_eq!((o.store, o.quick), (Store::S3Standard, true));

@@ -101,14 +101,16 @@ fn seed_from_clock() -> u64 {
 mod tests {
     use super::*;
 
+    /// A command line: the program's name, then `s` split at spaces.
+    fn args(s: &str) -> Vec<String> {
+        std::iter::once("mink_chaos")
+            .chain(s.split(' '))
+            .map(String::from)
+            .collect()
+    }
+
     #[test]
     fn options_parse_and_reject_unknown_flags() {
-        let args = |s: &str| {
-            std::iter::once("mink_chaos")
-                .chain(s.split(' '))
-                .map(String::from)
-                .collect::<Vec<_>>()
-        };
         let o = Options::parse_args(args(
             "--node /bin/mink --kills 7 --backend s3-etcd --seed 3",
         ))
@@ -121,12 +123,6 @@ mod tests {
 
     #[test]
     fn numbers_keep_their_old_reading() {
-        let args = |s: &str| {
-            std::iter::once("mink_chaos")
-                .chain(s.split(' '))
-                .map(String::from)
-                .collect::<Vec<_>>()
-        };
         let o = Options::parse_args(args(
             "--node m --kills 2.5 --buckets 0 --writers -1 --faults 3 --seconds -1",
         ))
