@@ -1,0 +1,150 @@
+//! Reads beyond the plain range read: projection in each format, reads at the tail (empty with
+//! the up-to-date marker, long-polls woken by an append, timed out, or released by a drop), and
+//! offsets by timestamp.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mink_codec::batches;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::data::{arrow_reader, chrono_ms, ndjson, schema};
+use super::harness::{ARROW, Backend, Harness, MINK_BATCHES, NDJSON, expect_error, header};
+
+pub async fn projection(backend: Backend) {
+    let h = Harness::start(backend).await;
+    h.create_table("p").await;
+    h.append_ndjson("p", &ndjson(&[1, 2])).await;
+    let (rows_, _) = h.read_ndjson("p", "offset=0&columns=msg").await;
+    assert_eq!(rows_, vec![json!({"msg": "m1"}), json!({"msg": "m2"})]);
+
+    let r = h.read("p", "offset=0&columns=msg,id", ARROW).await;
+    let names: Vec<String> = arrow_reader(r)
+        .await
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(names, vec!["msg", "id"]);
+
+    let r = h.read("p", "offset=0&columns=msg", MINK_BATCHES).await;
+    let bytes = r.bytes().await.unwrap();
+    let batch = batches(bytes).next().unwrap().unwrap();
+    let projected = Arc::new(schema().project(&[1]).unwrap());
+    let (rb, _) = batch.decode(&projected).unwrap();
+    assert_eq!(rb.num_columns(), 1);
+    assert_eq!(batch.base_offset(), 0);
+
+    expect_error(
+        h.read("p", "offset=0&columns=nope", NDJSON).await,
+        StatusCode::BAD_REQUEST,
+        "unknown_column",
+    )
+    .await;
+}
+
+/// Asserts the headers of an answer at the tail: up to date, next offset `next`.
+fn assert_at_tail(r: &reqwest::Response, next: &str) {
+    assert_eq!(
+        header(r.headers(), "mink-up-to-date").as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        header(r.headers(), "mink-next-offset").as_deref(),
+        Some(next)
+    );
+}
+
+pub async fn tail_reads_and_long_poll(backend: Backend) {
+    let h = Harness::start(backend).await;
+    h.create_table("lp").await;
+    h.append_ndjson("lp", &ndjson(&[1])).await;
+
+    // A read at the high watermark returns at once, empty, with the marker.
+    let started = Instant::now();
+    let r = h.read("lp", "offset=1", NDJSON).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_at_tail(&r, "1");
+    assert!(r.bytes().await.unwrap().is_empty());
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    // A long-poll parks until an append is durable, then returns it.
+    let poll = h
+        .park_long_poll(format!("{}?offset=1&live=long-poll", h.records("lp")))
+        .await;
+    h.append_ndjson("lp", &ndjson(&[2])).await;
+    let r = tokio::time::timeout(Duration::from_secs(5), poll)
+        .await
+        .expect("the long-poll was woken by the append")
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        header(r.headers(), "mink-next-offset").as_deref(),
+        Some("2")
+    );
+    assert_eq!(r.text().await.unwrap(), "{\"id\":2,\"msg\":\"m2\"}\n");
+
+    // Nothing arrives: 204 after the timeout, with the marker.
+    let started = Instant::now();
+    let r = h
+        .read("lp", "offset=2&live=long-poll&timeout_ms=300", NDJSON)
+        .await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_at_tail(&r, "2");
+    assert_eq!(h.metric("mink_waiters").await, 0.0);
+
+    // The log closing (its table dropped) releases a parked long-poll at once.
+    let poll = h
+        .park_long_poll(format!(
+            "{}?offset=2&live=long-poll&timeout_ms=20000",
+            h.records("lp")
+        ))
+        .await;
+    let started = Instant::now();
+    h.drop_table("lp").await;
+    let r = tokio::time::timeout(Duration::from_secs(5), poll)
+        .await
+        .expect("the drop released the long-poll")
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+pub async fn offsets_and_timestamps(backend: Backend) {
+    let h = Harness::start(backend).await;
+    h.create_table("o").await;
+    let before = chrono_ms() - 1;
+    let a = h.append_ndjson("o", &ndjson(&[1, 2])).await;
+    let b = h.append_ndjson("o", &ndjson(&[3])).await;
+    let at = |ts: i64| {
+        let h = &h;
+        async move {
+            h.offsets("o", &format!("?timestamp={ts}")).await["offset"]
+                .as_u64()
+                .unwrap()
+        }
+    };
+    assert_eq!(at(before).await, 0);
+    assert_eq!(at(a["commit_timestamp"].as_i64().unwrap()).await, 0);
+    let tb = b["commit_timestamp"].as_i64().unwrap();
+    let expected_b = if tb == a["commit_timestamp"].as_i64().unwrap() {
+        0
+    } else {
+        2
+    };
+    assert_eq!(at(tb).await, expected_b);
+    let now = chrono_ms();
+    let latest = at(now).await;
+    if now > tb {
+        assert_eq!(latest, 3, "after the newest batch: the high watermark");
+    } else {
+        assert_eq!(latest, expected_b);
+    }
+    let offsets = h.offsets("o", "").await;
+    assert_eq!(offsets, json!({"log_start": 0, "high_watermark": 3}));
+}

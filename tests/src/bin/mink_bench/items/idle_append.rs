@@ -1,0 +1,81 @@
+//! Item 1: idle append latency and PUTs per append, against raw PUTs of the WAL object's size.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::report::{ms, pct, verdict};
+use crate::rows::{kv_fields, ndjson_row};
+
+use super::Bench;
+use crate::Error;
+
+impl Bench {
+    /// Item 1: idle append latency and PUTs, against raw PUTs of the WAL object's size.
+    pub(crate) async fn idle_append(&mut self) -> Result<(), Error> {
+        let samples = if self.options.quick { 200 } else { 2000 };
+        let c = &self.client;
+        c.create_table("idle", kv_fields(), 1).await?;
+        // Warm up, and learn the size of the WAL object one append costs.
+        let (puts0, bytes0) = (
+            c.metric("wal_puts").await?,
+            c.metric("wal_put_bytes").await?,
+        );
+        for i in 0..10 {
+            c.append("idle", 0, "application/x-ndjson", ndjson_row(i))
+                .await?;
+        }
+        let (puts1, bytes1) = (
+            c.metric("wal_puts").await?,
+            c.metric("wal_put_bytes").await?,
+        );
+        let object_size = ((bytes1 - bytes0) / (puts1 - puts0).max(1.0)).round() as usize;
+        let object = Bytes::from(vec![0x42u8; object_size.max(1)]);
+        let (mut raw, mut appends) = (Vec::new(), Vec::new());
+        let objects0 = c.metric("object_puts").await?;
+        for i in 0..samples {
+            let started = Instant::now();
+            self.raw
+                .put(&format!("raw/idle-{i}"), object.clone())
+                .await
+                .map_err(|e| format!("raw PUT: {e}"))?;
+            raw.push(ms(started.elapsed()));
+            let started = Instant::now();
+            c.append("idle", 0, "application/x-ndjson", ndjson_row(i))
+                .await?;
+            appends.push(ms(started.elapsed()));
+        }
+        let puts = c.metric("wal_puts").await? - puts1;
+        let objects = c.metric("object_puts").await? - objects0;
+        let (raw, app) = (pct(&mut raw), pct(&mut appends));
+        self.report.latency("1. raw PUT", &raw);
+        self.report.latency("1. HTTP append (durable)", &app);
+        let per_append = puts / samples as f64;
+        let ratio = app.p50 / raw.p50.max(1e-9);
+        let _ = write!(
+            self.report.md,
+            "### 1. Idle append: one 1 KiB row per request, acknowledged durable ({samples} samples)\n\n\
+             | | p50 ms | p99 ms | p99.9 ms |\n|---|---|---|---|\n\
+             | raw PUT of the same WAL object ({object_size} B), same store | {:.3} | {:.3} | {:.3} |\n\
+             | HTTP append until acknowledged | {:.3} | {:.3} | {:.3} |\n\
+             | ratio to raw PUT | **{ratio:.2}x** | {:.2}x | {:.2}x |\n\n\
+             | goal | figure | |\n|---|---|---|\n\
+             | exactly 1 PUT per idle append | {per_append:.3} WAL PUTs per append | {} |\n\
+             | p50 <= 1.2x raw PUT | {ratio:.2}x | {} |\n\n\
+             Compaction PUT {objects} committed objects during these {samples} appends (they are \
+             not on the append's path; the WAL PUT is).\n\n",
+            raw.p50,
+            raw.p99,
+            raw.p999,
+            app.p50,
+            app.p99,
+            app.p999,
+            app.p99 / raw.p99.max(1e-9),
+            app.p999 / raw.p999.max(1e-9),
+            verdict((per_append - 1.0).abs() < 1e-9),
+            verdict(ratio <= 1.2),
+        );
+        Ok(())
+    }
+}

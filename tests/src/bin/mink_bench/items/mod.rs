@@ -1,0 +1,38 @@
+//! The items of the benchmark, one file each, all methods of [`Bench`] (the state they share):
+//! 1 `idle_append`, 2 and 7 `group_commit` (with the node's peak RSS), 3 `tail_delivery`,
+//! 4 `replay`, 5 `projection`, 6 `timestamp_lookup`.
+
+use std::sync::Arc;
+
+use mink_s3stream::storage::ObjectStorage;
+
+use crate::args::Options;
+use crate::client::Client;
+use crate::node::NodeProcess;
+use crate::report::Report;
+
+mod group_commit;
+mod idle_append;
+mod projection;
+mod replay;
+mod tail_delivery;
+mod timestamp_lookup;
+
+/// What the items share: the flags, the node and its client, the raw store of the baselines, and
+/// the report they write into.
+pub(crate) struct Bench {
+    pub(crate) options: Options,
+    pub(crate) node: NodeProcess,
+    pub(crate) client: Client,
+    pub(crate) raw: Arc<dyn ObjectStorage>,
+    pub(crate) report: Report,
+    /// Wall-clock milliseconds when item 4 started and finished writing.
+    pub(crate) replay_window: (i64, i64),
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

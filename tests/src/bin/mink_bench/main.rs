@@ -1,0 +1,186 @@
+//! `mink_bench`: the end-to-end benchmark of issue 8, run by `cargo xtask bench`.
+//!
+//! It starts the release `mink` binary as a child process on one store and measures it over HTTP,
+//! each figure beside a baseline measured in the same run against the same store (these machines
+//! are shared and noisy, so ratios mean more than absolute numbers):
+//!
+//! 1. Idle append: one 1 KiB-row NDJSON append at a time, acknowledged once durable, interleaved
+//!    with raw PUTs of an object as large as the WAL object that append costs; p50/p99/p999 and
+//!    the WAL PUTs per append (the node's `/metrics`).
+//! 2. Group commit: tables of 1, 100 and 1000 buckets with concurrent writers (one request in
+//!    flight each, 64 rows of 1 KiB per request as one mink batch): MB/s, rows/s, WAL PUTs/s, p99,
+//!    against the raw sequential PUT throughput of 8 MiB objects.
+//! 3. Tail delivery: from an append's acknowledgement to a parked long-poll reader, and to an SSE
+//!    reader, holding the row.
+//! 4. Catch-up replay of 1 GiB (128 MiB with `--quick`) from committed objects after a restart
+//!    (cold caches) and again (warm), against raw sequential GETs of the same objects.
+//! 5. Projection: reading 1 of 10 columns vs all 10, rows per second (Arrow IPC responses).
+//! 6. `offset_for_timestamp`: stream fetches per lookup against log2(batches). The node does not
+//!    count the fetches of one lookup, so this item runs an in-process tablet on the same store
+//!    with a counting stream layer (and times the node's `offsets?timestamp=` endpoint beside it).
+//! 7. Peak RSS (VmHWM of /proc/PID/status) of the node during item 2, beside its cache budgets.
+//!
+//! Stores: `local` (object_store on local files, the embedded default), `moto` (the S3 server
+//! named by `MINK_TEST_S3_ENDPOINT` / `MINK_TEST_S3_BUCKET`), `s3-standard` (local files wearing
+//! the S3 Standard latency model; the node needs the `chaos` feature for it). Metadata is the
+//! embedded redb in every case.
+//!
+//! ```text
+//! mink_bench --node PATH --store local|moto|s3-standard [--quick] --out DIR
+//! ```
+//!
+//! Writes `DIR/node-STORE.md` (Markdown tables), `DIR/latency-STORE.csv` (percentiles per series)
+//! and `DIR/replay-STORE.csv` (replay progress over time) for the charts `cargo xtask bench` draws.
+//!
+//! The files: `args` (the flags), `node` (the child process), `client` (its HTTP API), `rows`
+//! (what the items write), `raw` (the raw store of the baselines), `items/` (one file per item),
+//! `report` (figures and the text written).
+
+mod args;
+mod client;
+mod items;
+mod node;
+mod raw;
+mod report;
+mod rows;
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use args::Options;
+use clap::Parser as _;
+use client::Client;
+use items::Bench;
+use node::NodeProcess;
+use raw::raw_store;
+use report::Report;
+
+type Error = String;
+
+const MINK_BATCHES: &str = "application/vnd.mink.batches";
+const ARROW: &str = "application/vnd.apache.arrow.stream";
+/// The schema id of a new table's first schema.
+const SCHEMA_ID: i16 = 1;
+/// Rows of 1 KiB per group-commit request.
+const GROUP_ROWS: usize = 64;
+
+async fn run(options: Options) -> Result<(), Error> {
+    let scratch = std::env::temp_dir().join(format!(
+        "mink-bench-{}-{}",
+        options.store.name(),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("create {}: {e}", scratch.display()))?;
+    let mut node = NodeProcess::new(&options.node, options.store, &scratch)?;
+    let raw = raw_store(
+        options.store,
+        &scratch.join("raw"),
+        &format!("{}-raw", node.prefix),
+    )?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(2048)
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
+    node.start()?;
+    node.wait_ready(&http).await?;
+    let client = Client {
+        http,
+        url: node.url(),
+    };
+    let store = options.store;
+    let quick = options.quick;
+    let mut bench = Bench {
+        options,
+        node,
+        client,
+        raw,
+        report: Report::default(),
+        replay_window: (0, 0),
+    };
+    let started = Instant::now();
+    // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
+    let steps: [(&str, u8); 6] = [
+        ("idle append", 1),
+        ("tail delivery", 3),
+        ("replay", 4),
+        ("group commit", 2),
+        ("projection", 5),
+        ("timestamp lookup", 6),
+    ];
+    let mut sections = std::collections::BTreeMap::new();
+    for (name, step) in steps {
+        let t = Instant::now();
+        eprintln!("mink_bench [{}]: {name}", store.name());
+        match step {
+            1 => bench.idle_append().await?,
+            2 => {
+                bench.node.stop()?;
+                bench.node.start()?;
+                bench.node.wait_ready(&bench.client.http).await?;
+                bench.group_commit().await?
+            }
+            3 => bench.tail_delivery().await?,
+            4 => bench.replay().await?,
+            5 => bench.projection().await?,
+            _ => bench.timestamp_lookup().await?,
+        }
+        sections.insert(step, std::mem::take(&mut bench.report.md));
+        eprintln!(
+            "mink_bench [{}]: {name} took {:.1} s",
+            store.name(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    bench.report.md = format!(
+        "## Store `{}`: {}{}\n\n",
+        store.name(),
+        store.describe(),
+        if quick { " (quick)" } else { "" }
+    );
+    for section in sections.into_values() {
+        bench.report.md += &section;
+    }
+    let rss = std::mem::take(&mut bench.report.rss_md);
+    bench.report.md += &rss;
+    let _ = write!(
+        bench.report.md,
+        "_Store `{}` took {:.0} s in all._\n\n",
+        store.name(),
+        started.elapsed().as_secs_f64()
+    );
+    bench.node.stop()?;
+    let out = &bench.options.out;
+    std::fs::create_dir_all(out).map_err(|e| format!("create {}: {e}", out.display()))?;
+    let write = |name: String, text: &str| {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("write {}: {e}", path.display()))
+    };
+    write(format!("node-{}.md", store.name()), &bench.report.md)?;
+    write(
+        format!("latency-{}.csv", store.name()),
+        &format!(
+            "series,p50_ms,p99_ms,p999_ms,samples\n{}",
+            bench.report.latency_csv
+        ),
+    )?;
+    write(
+        format!("replay-{}.csv", store.name()),
+        &format!("phase,seconds,mb\n{}", bench.report.replay_csv),
+    )?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // A bad flag prints the usage and exits with status 2; `--help` prints it and exits 0.
+    let options = Options::parse();
+    match run(options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mink_bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

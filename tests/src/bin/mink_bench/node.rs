@@ -1,0 +1,74 @@
+//! The node under test: the release `mink` binary as a child process on the store of the run
+//! (started and stopped as the chaos driver does), and its memory figures from `/proc`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::Error;
+use crate::args::Store;
+
+pub(crate) struct NodeProcess {
+    pub(crate) process: mink_tests::node::NodeProcess,
+    pub(crate) store: Store,
+    pub(crate) prefix: String,
+}
+
+impl NodeProcess {
+    pub(crate) fn new(binary: &Path, store: Store, dir: &Path) -> Result<Self, Error> {
+        Ok(NodeProcess {
+            process: mink_tests::node::NodeProcess::new(binary, dir)?,
+            store,
+            prefix: mink_tests::unique_prefix("bench"),
+        })
+    }
+
+    pub(crate) fn url(&self) -> String {
+        self.process.url()
+    }
+
+    pub(crate) fn objects_dir(&self) -> PathBuf {
+        self.process.dir().join("data").join("objects")
+    }
+
+    pub(crate) fn config(&self) -> String {
+        let mut c = self.process.base_config("bench-1");
+        if self.store == Store::Moto {
+            c += &mink_tests::node::s3_storage_config(&self.prefix);
+        }
+        if self.store == Store::S3Standard {
+            let _ = writeln!(c, "[chaos]\nlatency_profile = \"s3-standard\"");
+        }
+        c
+    }
+
+    pub(crate) fn start(&mut self) -> Result<(), Error> {
+        let config = self.config();
+        self.process.start(&config, None)
+    }
+
+    pub(crate) async fn wait_ready(&mut self, http: &reqwest::Client) -> Result<(), Error> {
+        self.process.wait_ready(http).await
+    }
+
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// SIGTERM, and waits for a clean exit (the engine flushes).
+    pub(crate) fn stop(&mut self) -> Result<(), Error> {
+        self.process.stop(Duration::from_secs(60))
+    }
+}
+
+/// A `/proc/PID/status` field in KiB (VmRSS, VmHWM).
+pub(crate) fn proc_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}

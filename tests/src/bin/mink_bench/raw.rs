@@ -1,0 +1,71 @@
+//! The raw store, for baselines: the same kind of store as the node's, on the same disk or server.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mink_s3stream::storage::{
+    LatencyProfile, LatencyStorage, ObjectStorage, ObjectStoreBackend, S3Config,
+};
+
+use crate::Error;
+use crate::args::Store;
+
+pub(crate) fn raw_store(
+    store: Store,
+    dir: &Path,
+    prefix: &str,
+) -> Result<Arc<dyn ObjectStorage>, Error> {
+    let local = |dir: &Path| -> Result<Arc<dyn ObjectStorage>, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        Ok(Arc::new(
+            ObjectStoreBackend::local(dir).map_err(|e| format!("local store: {e}"))?,
+        ))
+    };
+    Ok(match store {
+        Store::Local => local(dir)?,
+        Store::S3Standard => Arc::new(LatencyStorage::new(
+            local(dir)?,
+            LatencyProfile::s3_standard(),
+            7,
+        )),
+        Store::Moto => {
+            let s3 = mink_tests::s3_server();
+            let config = S3Config::local_server(
+                s3.endpoint,
+                s3.bucket,
+                mink_tests::S3_REGION,
+                mink_tests::S3_ACCESS_KEY_ID,
+                mink_tests::S3_SECRET_ACCESS_KEY,
+            )
+            .with_prefix(prefix.to_owned());
+            Arc::new(ObjectStoreBackend::s3(&config).map_err(|e| format!("S3 store: {e}"))?)
+        }
+    })
+}
+
+/// Raw sequential PUT throughput of 8 MiB objects, MB/s, measured for `duration` (as long as the
+/// measurement it is the baseline of: a short burst would see only the page cache of local files,
+/// or an idle server). The objects are deleted afterwards, outside the timing.
+pub(crate) async fn raw_put_throughput(
+    raw: &dyn ObjectStorage,
+    duration: Duration,
+) -> Result<f64, Error> {
+    let big = Bytes::from(vec![0x17u8; 8 << 20]);
+    let started = Instant::now();
+    let mut rounds = 0;
+    while started.elapsed() < duration {
+        raw.put(&format!("raw/big-{rounds}"), big.clone())
+            .await
+            .map_err(|e| format!("raw PUT: {e}"))?;
+        rounds += 1;
+    }
+    let mbps = (rounds * big.len()) as f64 / started.elapsed().as_secs_f64() / 1e6;
+    for i in 0..rounds {
+        raw.delete(&format!("raw/big-{i}"))
+            .await
+            .map_err(|e| format!("raw DELETE: {e}"))?;
+    }
+    Ok(mbps)
+}

@@ -1,0 +1,150 @@
+//! The tailing readers: one long-polling reader per bucket that checks, across restarts, that
+//! batches follow each other and the high watermark never goes backwards.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use reqwest::StatusCode;
+
+use crate::journal::{Ctx, SeenBatch, header_u64, lock, records_url};
+use crate::{Error, MINK_BATCHES};
+
+/// Tails one bucket with long-polls from offset 0, checking that batches follow each other and
+/// that the high watermark never goes backwards, across restarts.
+pub(crate) async fn reader(ctx: Arc<Ctx>, bucket: u32) {
+    let mut next = 0u64;
+    let mut max_hw = 0u64;
+    let mut seen = Vec::new();
+    let mut reported_regression = false;
+    loop {
+        if let Some(&target) = lock(&ctx.reader_targets).get(&bucket)
+            && next >= target
+        {
+            break;
+        }
+        if Instant::now() > ctx.deadline {
+            ctx.journal.violation(format!(
+                "bucket {bucket}: the reader was at offset {next} at the deadline"
+            ));
+            break;
+        }
+        let answer = ctx
+            .http
+            .get(format!(
+                "{}?offset={next}&live=long-poll&timeout_ms=1000",
+                records_url(&ctx, bucket)
+            ))
+            .header("accept", MINK_BATCHES)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await;
+        let response = match answer {
+            Ok(r) if r.status() == StatusCode::OK || r.status() == StatusCode::NO_CONTENT => r,
+            Ok(r) if r.status().is_server_error() => {
+                ctx.journal
+                    .reader_reconnects
+                    .fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Ok(r) => {
+                // 416 here would mean the log end fell below what this reader already read.
+                let status = r.status();
+                let text = r.text().await.unwrap_or_default();
+                if !reported_regression {
+                    ctx.journal.violation(format!(
+                        "bucket {bucket}: a read at offset {next} got {status}: {text}"
+                    ));
+                    reported_regression = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(_) => {
+                ctx.journal
+                    .reader_reconnects
+                    .fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let hw = header_u64(&response, "mink-high-watermark");
+        let next_header = header_u64(&response, "mink-next-offset");
+        let Ok(body) = response.bytes().await else {
+            ctx.journal
+                .reader_reconnects
+                .fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let Some(hw) = hw else {
+            ctx.journal.violation(format!(
+                "bucket {bucket}: a read at {next} has no Mink-High-Watermark"
+            ));
+            continue;
+        };
+        ctx.journal
+            .high_watermarks_seen
+            .fetch_add(1, Ordering::Relaxed);
+        if hw < max_hw {
+            ctx.journal.violation(format!(
+                "bucket {bucket}: the high watermark went backwards from {max_hw} to {hw} \
+                 (reader at offset {next})"
+            ));
+        }
+        max_hw = max_hw.max(hw);
+        let batches = match parse_batches(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                if !reported_regression {
+                    ctx.journal.violation(format!(
+                        "bucket {bucket}: a read at {next} returned undecodable batches: {e}"
+                    ));
+                    reported_regression = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        for b in batches {
+            if b.base_offset != next {
+                ctx.journal.violation(format!(
+                    "bucket {bucket}: the reader expected a batch at offset {next} and got one \
+                     at {} (writer {} sequence {})",
+                    b.base_offset, b.writer_id, b.sequence
+                ));
+            }
+            next = b.base_offset + b.record_count;
+            seen.push(b);
+        }
+        if next > hw {
+            ctx.journal.violation(format!(
+                "bucket {bucket}: a reader read up to {next}, past the high watermark {hw}"
+            ));
+        }
+        if let Some(n) = next_header
+            && n != next
+        {
+            ctx.journal.violation(format!(
+                "bucket {bucket}: Mink-Next-Offset is {n} but the batches end at {next}"
+            ));
+            next = n;
+        }
+    }
+    lock(&ctx.journal.reader_batches).insert(bucket, seen);
+}
+
+pub(crate) fn parse_batches(body: &Bytes) -> Result<Vec<SeenBatch>, Error> {
+    mink_codec::batches(body.clone())
+        .map(|b| {
+            let b = b.map_err(|e| e.to_string())?;
+            Ok(SeenBatch {
+                base_offset: u64::try_from(b.base_offset()).map_err(|e| e.to_string())?,
+                record_count: u64::try_from(b.record_count()).map_err(|e| e.to_string())?,
+                writer_id: b.writer_id(),
+                sequence: b.batch_sequence(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,264 @@
+//! One run: start the node, start the writers and readers, kill and restart the node, then let
+//! everything settle in a last life without faults and check every bucket.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mink_tests::Rng;
+use reqwest::StatusCode;
+
+use crate::args::Options;
+use crate::check::{Tally, check_bucket};
+use crate::final_read::read_all;
+use crate::journal::{Ack, Ctx, Journal, lock};
+use crate::node::{Faults, NodeProcess};
+use crate::reader::reader;
+use crate::writer::writer;
+use crate::{Error, TABLE};
+
+/// How long the final phase may take to let writers finish and readers catch up.
+pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(180);
+
+pub(crate) async fn create_table(ctx: &Ctx, buckets: u32) -> Result<(), Error> {
+    let body = serde_json::json!({
+        "name": TABLE,
+        "buckets": buckets,
+        "schema": {"fields": [
+            {"name": "id", "type": "int64", "nullable": false},
+            {"name": "msg", "type": "utf8"}
+        ]}
+    });
+    for _ in 0..50 {
+        match ctx
+            .http
+            .post(format!("{}/v1/tables", ctx.url))
+            .json(&body)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() || r.status() == StatusCode::CONFLICT => {
+                return Ok(());
+            }
+            Ok(r) if r.status().is_client_error() => {
+                return Err(format!(
+                    "creating the table failed: {} {}",
+                    r.status(),
+                    r.text().await.unwrap_or_default()
+                ));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    Err("creating the table kept failing".to_owned())
+}
+
+pub(crate) fn acked_count(ctx: &Ctx) -> usize {
+    lock(&ctx.journal.acks).len()
+}
+
+/// Outcome of a run, for the summary.
+pub(crate) struct Report {
+    pub(crate) kills: u32,
+    pub(crate) faulty_lives: u32,
+    pub(crate) tally: Tally,
+    pub(crate) problems: Vec<String>,
+}
+
+pub(crate) async fn run(options: Options) -> Result<Report, Error> {
+    let scratch;
+    let dir = match &options.dir {
+        Some(d) => d.clone(),
+        None => {
+            scratch = std::env::temp_dir().join(format!(
+                "mink-chaos-{}-{}",
+                std::process::id(),
+                options.seed
+            ));
+            scratch.clone()
+        }
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    // Run a private copy: a build in the shared target folder must not swap the binary mid-run.
+    let mut options = options;
+    let copy = dir.join("mink");
+    std::fs::copy(&options.node, &copy)
+        .map_err(|e| format!("copy {} to {}: {e}", options.node.display(), copy.display()))?;
+    options.node = copy;
+    let mut node = NodeProcess::new(&options, &dir)?;
+    eprintln!(
+        "mink_chaos: backend {:?}, seed {}, {} kills over ~{}s, {} buckets x {} writers, faults \
+         in {:.0}% of lives; node on {}, files in {}",
+        options.backend,
+        options.seed,
+        options.kills,
+        options.seconds,
+        options.buckets,
+        options.writers,
+        options.faults * 100.0,
+        node.url(),
+        dir.display()
+    );
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .pool_idle_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
+    let ctx = Arc::new(Ctx {
+        url: node.url(),
+        http: http.clone(),
+        journal: Journal::default(),
+        stop_writing: AtomicBool::new(false),
+        reader_targets: Mutex::new(HashMap::new()),
+        deadline: Instant::now()
+            + Duration::from_secs_f64(options.seconds * 3.0)
+            + mink_tests::node::START_TIMEOUT * (options.kills + 2).min(4)
+            + SETTLE_TIMEOUT,
+    });
+    let mut rng = Rng::new(options.seed);
+
+    node.start(None)?;
+    node.wait_ready(&http).await?;
+    create_table(&ctx, options.buckets).await?;
+
+    let mut tasks = Vec::new();
+    let mut readers = Vec::new();
+    for bucket in 0..options.buckets {
+        for w in 0..options.writers {
+            let ordinal = i64::from(bucket * options.writers + w);
+            tasks.push(tokio::spawn(writer(
+                ctx.clone(),
+                bucket,
+                ordinal,
+                Rng::new(rng.next_u64()),
+            )));
+        }
+        readers.push(tokio::spawn(reader(ctx.clone(), bucket)));
+    }
+
+    // The kill phase.
+    let mean = options.seconds / f64::from(options.kills.max(1));
+    let mut faulty_lives = 0;
+    for kill in 1..=options.kills {
+        let life_started = Instant::now();
+        let acked_before = acked_count(&ctx);
+        let early = rng.unit() < 0.15;
+        let wait = Duration::from_secs_f64(mean * (0.3 + 1.4 * rng.unit()));
+        if early {
+            // Kill while the node is still starting or recovering.
+            tokio::time::sleep(Duration::from_millis(rng.between(0, 300))).await;
+        } else {
+            node.wait_ready(&http).await?;
+            // Wait for the moment, and for some progress in this life (unless faults stall it).
+            while life_started.elapsed() < wait
+                || (acked_count(&ctx) == acked_before
+                    && life_started.elapsed() < wait + Duration::from_secs(5))
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        node.kill()?;
+        eprintln!(
+            "mink_chaos: kill {kill}/{} after {:.2}s of life{} ({} acknowledged so far)",
+            options.kills,
+            life_started.elapsed().as_secs_f64(),
+            if early { ", during start" } else { "" },
+            acked_count(&ctx)
+        );
+        let faults = (kill < options.kills && rng.unit() < options.faults).then(|| {
+            // A third of the faulty lives give the WAL a short deadline, so it really fails.
+            let wal_deadline_ms = (rng.unit() < 0.33).then_some(50);
+            let rates: &[f64] = if wal_deadline_ms.is_some() {
+                &[0.2, 0.4]
+            } else {
+                &[0.05, 0.2, 0.4]
+            };
+            Faults {
+                put_failure_rate: rng.pick(rates),
+                put_delay_ms: rng.pick(&[0, 0, 20, 100, 400]),
+                fail_after_write: rng.unit() < 0.5,
+                wal_deadline_ms,
+                seed: rng.next_u64() >> 1,
+            }
+        });
+        faulty_lives += u32::from(faults.is_some());
+        node.start(faults)?;
+    }
+
+    // The final life: no faults, no kills.
+    node.wait_ready(&http).await?;
+    ctx.stop_writing.store(true, Ordering::SeqCst);
+    for t in tasks {
+        if tokio::time::timeout(SETTLE_TIMEOUT, t).await.is_err() {
+            ctx.journal
+                .violation("a writer did not finish in the final life".to_owned());
+        }
+    }
+    let mut logs = Vec::new();
+    for bucket in 0..options.buckets {
+        let (log, hw) = read_all(&ctx, bucket).await?;
+        lock(&ctx.reader_targets).insert(bucket, hw);
+        logs.push(log);
+    }
+    for r in readers {
+        if tokio::time::timeout(SETTLE_TIMEOUT, r).await.is_err() {
+            ctx.journal
+                .violation("a reader did not catch up in the final life".to_owned());
+        }
+    }
+    let clean_stop = node.stop(Duration::from_secs(60));
+    if !clean_stop {
+        eprintln!(
+            "mink_chaos: warning: the node did not stop cleanly on SIGTERM; see {}",
+            node.process.log().display()
+        );
+    }
+
+    let acks = lock(&ctx.journal.acks).clone();
+    let readers = lock(&ctx.journal.reader_batches).clone();
+    let mut problems = lock(&ctx.journal.violations).clone();
+    let mut tally = Tally::default();
+    for (bucket, log) in logs.iter().enumerate() {
+        let bucket = bucket as u32;
+        let mine: Vec<&Ack> = acks.iter().filter(|a| a.bucket == bucket).collect();
+        problems.extend(check_bucket(
+            bucket,
+            log,
+            &mine,
+            readers.get(&bucket),
+            &mut tally,
+        ));
+    }
+    let j = &ctx.journal;
+    eprintln!(
+        "mink_chaos: {} acknowledged batches ({} answered as duplicates of an earlier try), {} \
+         append retries, {} rows in the log, {} reader reconnects, {} high watermarks checked, \
+         {} node lives ({} with faults)",
+        tally.acked_batches,
+        j.duplicate_acks.load(Ordering::Relaxed),
+        j.append_retries.load(Ordering::Relaxed),
+        tally.logged_rows,
+        j.reader_reconnects.load(Ordering::Relaxed),
+        j.high_watermarks_seen.load(Ordering::Relaxed),
+        node.lives,
+        faulty_lives
+    );
+    if problems.is_empty() && options.dir.is_none() {
+        drop(node);
+        let _ = std::fs::remove_dir_all(&dir);
+    } else if !problems.is_empty() {
+        eprintln!(
+            "mink_chaos: the node's log and data are kept in {}",
+            dir.display()
+        );
+    }
+    Ok(Report {
+        kills: options.kills,
+        faulty_lives,
+        tally,
+        problems,
+    })
+}
