@@ -9,9 +9,6 @@
 use std::env;
 
 pub mod node;
-pub mod rng;
-
-pub use rng::Rng;
 
 /// Environment variable holding the etcd client endpoints, comma-separated (`http://127.0.0.1:port`).
 pub const ETCD_ENDPOINTS_ENV: &str = "MINK_TEST_ETCD_ENDPOINTS";

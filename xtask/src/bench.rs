@@ -6,7 +6,7 @@
 //! 2. The stream engine in process (`s3stream/examples/stream_bench.rs`) on local files, moto and
 //!    the S3 Standard latency model: idle append vs raw PUT, group commit, tail reader, replay.
 //! 3. The node's in-process HTTP bench (`server/benches/http.rs`).
-//! 4. The release node as a real process (`tests/src/bin/mink_bench.rs`, built with the `chaos`
+//! 4. The release node as a real process (`tests/src/bin/mink_bench/`, built with the `chaos`
 //!    feature so that it can wear the S3 Standard latency model) on the same three stores: the
 //!    seven items of the issue.
 //! 5. Charts (PNG) drawn with matplotlib from the driver's CSV files, in a Python virtual

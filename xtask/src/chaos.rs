@@ -1,5 +1,5 @@
 //! `cargo xtask chaos`: the crash-safety run of issue 8. Builds the node with the `chaos` feature
-//! (fault injection) and the driver `mink_chaos` (tests/src/bin/mink_chaos.rs), starts etcd and
+//! (fault injection) and the driver `mink_chaos` (tests/src/bin/mink_chaos/), starts etcd and
 //! moto when S3 + etcd is asked for, and runs the driver once per backend. The driver kills the
 //! node with SIGKILL at random moments, restarts it, and checks that every acknowledged row is
 //! in the log exactly once; it prints `N kills, M acknowledged, 0 lost, 0 duplicated` and exits

@@ -229,10 +229,16 @@ fn paths_in(text: &str) -> Vec<(Anchor, Vec<String>)> {
 /// Tarjan's algorithm, iteratively, over a small graph.
 fn strongly_connected(graph: &Graph) -> Vec<Vec<PathBuf>> {
     let nodes: Vec<&PathBuf> = graph.keys().collect();
-    let index_of: BTreeMap<&PathBuf, usize> = nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let index_of: BTreeMap<&PathBuf, usize> =
+        nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
     let arrows: Vec<Vec<usize>> = nodes
         .iter()
-        .map(|n| graph[*n].iter().filter_map(|t| index_of.get(t).copied()).collect())
+        .map(|n| {
+            graph[*n]
+                .iter()
+                .filter_map(|t| index_of.get(t).copied())
+                .collect()
+        })
         .collect();
     let count = nodes.len();
     let mut index = vec![usize::MAX; count];
@@ -304,8 +310,16 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         write(&dir, "one/src/lib.rs", "mod a; mod b; mod c;");
         write(&dir, "one/src/a/mod.rs", "use crate::b::Thing;\nmod inner;");
-        write(&dir, "one/src/a/inner.rs", "use super::super::c::X; use super::Z;");
-        write(&dir, "one/src/b.rs", "pub struct Thing; use crate::a::inner::Y;");
+        write(
+            &dir,
+            "one/src/a/inner.rs",
+            "use super::super::c::X; use super::Z;",
+        );
+        write(
+            &dir,
+            "one/src/b.rs",
+            "pub struct Thing; use crate::a::inner::Y;",
+        );
         write(
             &dir,
             "one/src/c.rs",

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mink_tests::Rng;
+use mink_runtime::SeededRng;
 use reqwest::StatusCode;
 
 use crate::args::Options;
@@ -118,7 +118,7 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
             + mink_tests::node::START_TIMEOUT * (options.kills + 2).min(4)
             + SETTLE_TIMEOUT,
     });
-    let mut rng = Rng::new(options.seed);
+    let mut rng = SeededRng::new(options.seed);
 
     node.start(None)?;
     node.wait_ready(&http).await?;
@@ -133,7 +133,7 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
                 ctx.clone(),
                 bucket,
                 ordinal,
-                Rng::new(rng.next_u64()),
+                SeededRng::new(rng.next_u64()),
             )));
         }
         readers.push(tokio::spawn(reader(ctx.clone(), bucket)));
@@ -145,8 +145,8 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
     for kill in 1..=options.kills {
         let life_started = Instant::now();
         let acked_before = acked_count(&ctx);
-        let early = rng.unit() < 0.15;
-        let wait = Duration::from_secs_f64(mean * (0.3 + 1.4 * rng.unit()));
+        let early = rng.next_f64() < 0.15;
+        let wait = Duration::from_secs_f64(mean * (0.3 + 1.4 * rng.next_f64()));
         if early {
             // Kill while the node is still starting or recovering.
             tokio::time::sleep(Duration::from_millis(rng.between(0, 300))).await;
@@ -168,18 +168,18 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
             if early { ", during start" } else { "" },
             acked_count(&ctx)
         );
-        let faults = (kill < options.kills && rng.unit() < options.faults).then(|| {
+        let faults = (kill < options.kills && rng.next_f64() < options.faults).then(|| {
             // A third of the faulty lives give the WAL a short deadline, so it really fails.
-            let wal_deadline_ms = (rng.unit() < 0.33).then_some(50);
+            let wal_deadline_ms = (rng.next_f64() < 0.33).then_some(50);
             let rates: &[f64] = if wal_deadline_ms.is_some() {
                 &[0.2, 0.4]
             } else {
                 &[0.05, 0.2, 0.4]
             };
             Faults {
-                put_failure_rate: rng.pick(rates),
-                put_delay_ms: rng.pick(&[0, 0, 20, 100, 400]),
-                fail_after_write: rng.unit() < 0.5,
+                put_failure_rate: rng.pick(rates).unwrap_or(0.0),
+                put_delay_ms: rng.pick(&[0, 0, 20, 100, 400]).unwrap_or(0),
+                fail_after_write: rng.next_f64() < 0.5,
                 wal_deadline_ms,
                 seed: rng.next_u64() >> 1,
             }

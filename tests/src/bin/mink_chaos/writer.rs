@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use mink_tests::Rng;
+use mink_runtime::SeededRng;
 use reqwest::StatusCode;
 
 use crate::journal::{Ack, Ctx, lock, records_url};
@@ -39,7 +39,7 @@ pub(crate) async fn init_writer(ctx: &Ctx) -> Option<i64> {
     }
 }
 
-pub(crate) async fn writer(ctx: Arc<Ctx>, bucket: u32, ordinal: i64, mut rng: Rng) {
+pub(crate) async fn writer(ctx: Arc<Ctx>, bucket: u32, ordinal: i64, mut rng: SeededRng) {
     let Some(writer_id) = init_writer(&ctx).await else {
         return;
     };
