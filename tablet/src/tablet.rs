@@ -22,7 +22,9 @@ use crate::registry::{self, TabletId};
 use crate::schemas::Schemas;
 use crate::settings::TabletSettings;
 use crate::stream::{LogStream, StreamLayer};
-use crate::writers::{Ack, AckCell, AckState, Entry, Verdict, Windows, WriterState};
+use crate::writers::{
+    Ack, AckCell, AckState, Batches, Entry, Verdict, Windows, WriterState, snapshot,
+};
 
 /// Which offset bounds a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -373,9 +375,6 @@ struct Submitted {
     snapshot_due: bool,
 }
 
-/// Per-batch state of one request, inline for the common request of one or two batches.
-pub(crate) type Batches<T> = smallvec::SmallVec<[T; 2]>;
-
 struct Parsed {
     range: Range<usize>,
     record_count: u32,
@@ -417,12 +416,11 @@ impl Tablet {
         let mut stale = false;
         let (mut windows, mut last_timestamp, from) = match snapshot {
             Some(s) if s.offset <= offsets.confirm => {
-                let (windows, ts) = Windows::decode_snapshot(&s.data).map_err(|reason| {
-                    TabletError::CorruptMetadata {
+                let (windows, ts) =
+                    snapshot::decode(&s.data).map_err(|reason| TabletError::CorruptMetadata {
                         key: mink_metadata::keys::writer(&id.table, &id.partition, id.bucket),
                         reason,
-                    }
-                })?;
+                    })?;
                 (windows, ts, s.offset.max(offsets.start))
             }
             Some(s) => {
@@ -1107,7 +1105,7 @@ impl Tablet {
             let at = inner.stream.confirm_offset();
             let mut seq = lock(&inner.sequencing);
             seq.windows.expire(inner.clock.now_ms(), inner.ttl_ms);
-            (at, seq.windows.encode_snapshot(at, seq.last_timestamp))
+            (at, snapshot::encode(&seq.windows, at, seq.last_timestamp))
         };
         if at < *written {
             return Ok(());
