@@ -1,9 +1,12 @@
 //! Acknowledgements: where the append that created a window entry stands (pending, durable,
-//! failed), so a retry of an in-flight batch can wait for the first attempt.
+//! failed), so a retry of an in-flight batch can wait for the first attempt, and [`Resolve`], which
+//! settles one from the stream's durable outcome even if the appending request is cancelled.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use mink_s3stream::error::StreamError;
+use mink_s3stream::stream::PendingAppend;
 use tokio::sync::Notify;
 
 /// Where an append stands.
@@ -63,6 +66,63 @@ impl AckCell {
                 return;
             }
             notified.await;
+        }
+    }
+}
+
+/// Resolves an idempotent append's acknowledgement even if the appending request is cancelled:
+/// dropped before the outcome is known, it hands the wait to a task.
+pub(crate) struct Resolve {
+    durable: Option<PendingAppend>,
+    ack: Ack,
+}
+
+fn settle(ack: &Ack, outcome: &Result<u64, StreamError>) {
+    ack.settle(if outcome.is_ok() {
+        AckState::Durable
+    } else {
+        AckState::Failed
+    });
+}
+
+impl Resolve {
+    /// Settles `ack` with the outcome of `durable`.
+    pub(crate) fn new(durable: PendingAppend, ack: Ack) -> Resolve {
+        Resolve {
+            durable: Some(durable),
+            ack,
+        }
+    }
+
+    /// Waits for the append to be durable (or to fail) and settles the acknowledgement.
+    pub(crate) async fn wait(mut self) -> Result<u64, StreamError> {
+        let Some(durable) = self.durable.as_mut() else {
+            return Err(StreamError::ShutDown);
+        };
+        let outcome = durable.await;
+        self.durable = None;
+        settle(&self.ack, &outcome);
+        outcome
+    }
+}
+
+impl Drop for Resolve {
+    fn drop(&mut self) {
+        let Some(durable) = self.durable.take() else {
+            return;
+        };
+        let ack = self.ack.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move {
+                    let outcome = durable.await;
+                    settle(&ack, &outcome);
+                });
+            }
+            // No runtime to finish the wait: forget the entry rather than keep it pending forever.
+            Err(_) => {
+                ack.settle(AckState::Failed);
+            }
         }
     }
 }

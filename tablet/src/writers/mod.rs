@@ -24,7 +24,7 @@ pub mod snapshot;
 mod state;
 mod window;
 
-pub(crate) use ack::{Ack, AckCell, AckState};
+pub(crate) use ack::{Ack, AckCell, AckState, Resolve};
 pub use state::{WriterBatch, WriterState};
 pub(crate) use window::{Batches, Entry, Verdict, Windows};
 pub use window::{WINDOW, next_sequence};
