@@ -78,7 +78,9 @@ pub use error::{ErrorKind, Result, TabletError};
 pub use registry::TabletId;
 pub use schemas::{Schemas, StaticSchemas};
 pub use settings::TabletSettings;
-pub use stream::{CountingStream, LogStream, StreamLayer};
+#[cfg(feature = "test-util")]
+pub use stream::CountingStream;
+pub use stream::{LogStream, StreamLayer};
 pub use tablet::{
     AppendResult, AppendedBatch, Columns, Isolation, ReadBatch, ReadResult, Tablet, TabletBuilder,
     TabletOffsets,
