@@ -141,23 +141,13 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    fn entry(sequence: i32, base_offset: u64, timestamp: i64) -> Entry {
-        Entry {
-            sequence,
-            base_offset,
-            offset_delta: 0,
-            timestamp,
-            ack: None,
-        }
-    }
-
     #[test]
     fn snapshots_round_trip_and_corruption_is_an_error() {
         let mut w = Windows::default();
         for seq in 0..8 {
-            w.record(1, entry(seq, seq as u64 * 2, 10), false);
+            w.record(1, Entry::one_row(seq, seq as u64 * 2, 10), false);
         }
-        w.record(2, entry(i32::MAX, 100, 20), true);
+        w.record(2, Entry::one_row(i32::MAX, 100, 20), true);
         let raw = encode(&w, u64::MAX, 20);
         let (back, ts) = decode(&raw).unwrap();
         assert_eq!(ts, 20);

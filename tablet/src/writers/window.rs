@@ -43,6 +43,20 @@ impl Entry {
     }
 }
 
+#[cfg(test)]
+impl Entry {
+    /// A durable one-row entry.
+    pub(super) fn one_row(sequence: i32, base_offset: u64, timestamp: i64) -> Entry {
+        Entry {
+            sequence,
+            base_offset,
+            offset_delta: 0,
+            timestamp,
+            ack: None,
+        }
+    }
+}
+
 /// What to do with one batch of a request.
 #[derive(Debug, Clone)]
 pub(crate) enum Verdict {
@@ -61,6 +75,22 @@ pub(crate) struct OutOfOrder {
     pub(crate) writer_id: i64,
     pub(crate) expected: i32,
     pub(crate) received: i32,
+}
+
+impl OutOfOrder {
+    /// `Ok` if batch `index` carries the `expected` sequence, its rejection otherwise.
+    fn check(index: usize, writer_id: i64, expected: i32, received: i32) -> Result<(), OutOfOrder> {
+        if received == expected {
+            Ok(())
+        } else {
+            Err(OutOfOrder {
+                index,
+                writer_id,
+                expected,
+                received,
+            })
+        }
+    }
 }
 
 /// The windows of every writer of one tablet.
@@ -114,15 +144,7 @@ impl Windows {
                 continue;
             }
             if let Some(last) = planned.get_mut(&writer_id) {
-                let expected = next_sequence(*last);
-                if sequence != expected {
-                    return Err(OutOfOrder {
-                        index,
-                        writer_id,
-                        expected,
-                        received: sequence,
-                    });
-                }
+                OutOfOrder::check(index, writer_id, next_sequence(*last), sequence)?;
                 *last = sequence;
                 out.push(Verdict::New { restart: false });
                 continue;
@@ -136,14 +158,7 @@ impl Windows {
                         let expected = window
                             .back()
                             .map_or(sequence, |last| next_sequence(last.sequence));
-                        if sequence != expected {
-                            return Err(OutOfOrder {
-                                index,
-                                writer_id,
-                                expected,
-                                received: sequence,
-                            });
-                        }
+                        OutOfOrder::check(index, writer_id, expected, sequence)?;
                         Verdict::New { restart: false }
                     }
                 }
@@ -216,16 +231,6 @@ mod tests {
 
     const TTL: i64 = 1000;
 
-    fn entry(sequence: i32, base_offset: u64, timestamp: i64) -> Entry {
-        Entry {
-            sequence,
-            base_offset,
-            offset_delta: 0,
-            timestamp,
-            ack: None,
-        }
-    }
-
     fn one(w: &mut Windows, writer: i64, seq: i32, now: i64) -> Result<Verdict, OutOfOrder> {
         w.classify([(writer, seq)].into_iter(), now, TTL, u64::MAX)
             .map(|mut v| v.remove(0))
@@ -239,7 +244,7 @@ mod tests {
             Ok(Verdict::New { restart: true })
         ));
         for (i, seq) in (42..50).enumerate() {
-            w.record(7, entry(seq, i as u64, 0), false);
+            w.record(7, Entry::one_row(seq, i as u64, 0), false);
         }
         assert!(matches!(
             one(&mut w, 7, 50, 0),
@@ -264,9 +269,9 @@ mod tests {
     #[test]
     fn replay_restarts_windows_where_the_log_did() {
         let mut w = Windows::default();
-        w.replay(1, entry(5, 0, 0), TTL);
-        w.replay(1, entry(6, 1, 0), TTL);
-        w.replay(1, entry(0, 2, 0), TTL);
+        w.replay(1, Entry::one_row(5, 0, 0), TTL);
+        w.replay(1, Entry::one_row(6, 1, 0), TTL);
+        w.replay(1, Entry::one_row(0, 2, 0), TTL);
         let states = w.states(u64::MAX);
         assert_eq!(states[0].batches.len(), 1);
         assert_eq!(states[0].next_sequence(), Some(1));
