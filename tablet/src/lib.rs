@@ -59,7 +59,7 @@
 //!
 //! # Writer snapshots
 //!
-//! Windows are snapshotted (format in [`writers`]) on [`Tablet::close`], and after every
+//! Windows are snapshotted (format in [`writers::snapshot`]) on [`Tablet::close`], and after every
 //! [`TabletSettings::snapshot_every_appends`] appends or [`TabletSettings::snapshot_interval`],
 //! whichever comes first, which bounds the replay after a crash. A snapshot holds only entries below
 //! the high watermark it was taken at.
@@ -78,7 +78,9 @@ pub use error::{ErrorKind, Result, TabletError};
 pub use registry::TabletId;
 pub use schemas::{Schemas, StaticSchemas};
 pub use settings::TabletSettings;
-pub use stream::{CountingStream, LogStream, StreamLayer};
+#[cfg(feature = "test-util")]
+pub use stream::CountingStream;
+pub use stream::{LogStream, StreamLayer};
 pub use tablet::{
     AppendResult, AppendedBatch, Columns, Isolation, ReadBatch, ReadResult, Tablet, TabletBuilder,
     TabletOffsets,

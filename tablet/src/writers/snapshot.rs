@@ -1,0 +1,177 @@
+//! The writer snapshot: the windows as they stand at an offset, saved so that opening a tablet
+//! replays only the log after it.
+//!
+//! # Format (version 1)
+//!
+//! Stored as the opaque bytes of a [`mink_metadata::WriterSnapshot`] (which adds the offset it was taken
+//! at) under `mink/writers/{table}/{partition}/{bucket}`. Little-endian.
+//!
+//! | Offset | Size | Field |
+//! |---|---|---|
+//! | 0 | 4 | magic `MKWW` (0x4D 0x4B 0x57 0x57) |
+//! | 4 | 1 | format version, 1 |
+//! | 5 | 4 | CRC32C of every byte from offset 9 to the end, u32 |
+//! | 9 | 8 | newest commit timestamp in the log below the snapshot offset, i64 ms (`i64::MIN` if none) |
+//! | 13 | 4 | writer count `n`, u32 |
+//! | 17 | ... | `n` writers: writer id i64 (8), entry count `k` u8 (1..=5), then `k` entries oldest first |
+//!
+//! Entry (24 bytes): sequence i32 (4), base offset u64 (8), offset delta i32 (4, record count - 1),
+//! commit timestamp i64 (8).
+
+use std::collections::VecDeque;
+
+use super::window::{Entry, WINDOW, Windows};
+
+const MAGIC: [u8; 4] = *b"MKWW";
+const VERSION: u8 = 1;
+const ENTRY: usize = 24;
+
+/// Encodes the windows as they stand at offset `at`: only entries wholly below it.
+pub(crate) fn encode(windows: &Windows, at: u64, last_timestamp: i64) -> Vec<u8> {
+    let mut body = Vec::with_capacity(8 + 4 + windows.len() * (9 + WINDOW * ENTRY));
+    body.extend_from_slice(&last_timestamp.to_le_bytes());
+    body.extend_from_slice(&[0; 4]);
+    let mut count: u32 = 0;
+    let mut writers: Vec<(i64, &VecDeque<Entry>)> = windows.iter().collect();
+    writers.sort_by_key(|(writer_id, _)| *writer_id);
+    for (writer_id, window) in writers {
+        let entries: Vec<&Entry> = window
+            .iter()
+            .take_while(|e| !e.failed() && e.end_offset() <= at)
+            .collect();
+        if entries.is_empty() {
+            continue;
+        }
+        count += 1;
+        body.extend_from_slice(&writer_id.to_le_bytes());
+        body.push(u8::try_from(entries.len()).unwrap_or(u8::MAX));
+        for e in entries {
+            body.extend_from_slice(&e.sequence.to_le_bytes());
+            body.extend_from_slice(&e.base_offset.to_le_bytes());
+            body.extend_from_slice(&e.offset_delta.to_le_bytes());
+            body.extend_from_slice(&e.timestamp.to_le_bytes());
+        }
+    }
+    body[8..12].copy_from_slice(&count.to_le_bytes());
+    let mut out = Vec::with_capacity(9 + body.len());
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Decodes a snapshot into windows and the newest commit timestamp; never panics.
+pub(crate) fn decode(raw: &[u8]) -> Result<(Windows, i64), String> {
+    let mut r = Reader { raw, pos: 0 };
+    if r.take(4)? != MAGIC {
+        return Err("bad magic, not a writer snapshot".to_owned());
+    }
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(format!(
+            "format version {version} is not {VERSION}; written by a newer Mink?"
+        ));
+    }
+    let crc = u32::from_le_bytes(r.array()?);
+    let actual = crc32c::crc32c(raw.get(9..).unwrap_or_default());
+    if crc != actual {
+        return Err(format!(
+            "CRC32C is {actual:08x}, the snapshot says {crc:08x}"
+        ));
+    }
+    debug_assert_eq!(r.pos, 9);
+    let last_timestamp = i64::from_le_bytes(r.array()?);
+    let count = u32::from_le_bytes(r.array()?);
+    let mut windows = Windows::default();
+    for _ in 0..count {
+        let writer_id = i64::from_le_bytes(r.array()?);
+        let entries = usize::from(r.u8()?);
+        if entries == 0 || entries > WINDOW {
+            return Err(format!(
+                "writer {writer_id} has {entries} entries, expected 1..=5"
+            ));
+        }
+        let mut window = VecDeque::with_capacity(entries);
+        for _ in 0..entries {
+            window.push_back(Entry {
+                sequence: i32::from_le_bytes(r.array()?),
+                base_offset: u64::from_le_bytes(r.array()?),
+                offset_delta: i32::from_le_bytes(r.array()?),
+                timestamp: i64::from_le_bytes(r.array()?),
+                ack: None,
+            });
+        }
+        if !windows.insert(writer_id, window) {
+            return Err(format!("writer {writer_id} appears twice"));
+        }
+    }
+    if r.pos != raw.len() {
+        return Err(format!("{} trailing bytes", raw.len() - r.pos));
+    }
+    Ok((windows, last_timestamp))
+}
+
+struct Reader<'a> {
+    raw: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let got = self
+            .raw
+            .get(self.pos..self.pos.saturating_add(n))
+            .ok_or_else(|| format!("truncated at byte {} (needs {n} more)", self.pos))?;
+        self.pos += n;
+        Ok(got)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?.first().copied().unwrap_or(0))
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let bytes = self.take(N)?;
+        <[u8; N]>::try_from(bytes).map_err(|_| "internal length error".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_round_trip_and_corruption_is_an_error() {
+        let mut w = Windows::default();
+        for seq in 0..8 {
+            w.record(1, Entry::one_row(seq, seq as u64 * 2, 10), false);
+        }
+        w.record(2, Entry::one_row(i32::MAX, 100, 20), true);
+        let raw = encode(&w, u64::MAX, 20);
+        let (back, ts) = decode(&raw).unwrap();
+        assert_eq!(ts, 20);
+        assert_eq!(back.states(u64::MAX), w.states(u64::MAX));
+        for i in 0..raw.len() {
+            let mut bad = raw.clone();
+            bad[i] ^= 1;
+            assert!(decode(&bad).is_err(), "byte {i}");
+        }
+        for len in 0..raw.len() {
+            assert!(decode(&raw[..len]).is_err());
+        }
+        // Entries at or above the snapshot offset are left out.
+        let raw = encode(&w, 7, 20);
+        let (back, _) = decode(&raw).unwrap();
+        let states = back.states(u64::MAX);
+        assert_eq!(states.len(), 1);
+        assert_eq!(
+            states[0]
+                .batches
+                .iter()
+                .map(|b| b.sequence)
+                .collect::<Vec<_>>(),
+            vec![3]
+        );
+    }
+}
