@@ -1,6 +1,7 @@
 //! The write-ahead log: a sequence of small objects on the WAL bucket, one per group commit.
 //!
-//! - [`format`]: the WAL object format (magic `MKWL`, version 1, a CRC32C on every record).
+//! - [`format`]: the WAL object format (laid out as a committed object, with a WAL section
+//!   ending in `MKWL`, version 2).
 //! - [`writer`]: group commit with several PUTs in flight and acknowledgements released strictly
 //!   in submission order.
 //! - [`replay`]: reading a node's WAL back at recovery, through the metadata's WAL registry.
