@@ -178,7 +178,7 @@ async fn main() -> Result<(), Error> {
     let stream = engine.open_stream(id).await?;
     let payload = Bytes::from(vec![0x42u8; 1024]);
     // The raw object is as large as the WAL object holding one such append.
-    let (wal_object, _) = mink_s3stream::wal::format::encode(
+    let (wal_object, _) = mink_s3stream::format::wal::encode(
         vec![mink_s3stream::wal::WalRecord {
             stream_id: id,
             epoch: 1,

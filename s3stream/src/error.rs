@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mink_metadata::MetaError;
 
-use crate::object::ObjectFormatError;
+use crate::format::object::ObjectFormatError;
 use crate::storage::StorageError;
 use crate::wal::WalError;
 use crate::wal::replay::ReplayError;

@@ -3,13 +3,15 @@
 //!
 //! The crate is filled in by the s3stream issue; until then it holds nothing.
 
+mod batch;
 mod duration_ms;
 pub mod engine;
 pub mod error;
 pub mod failpoints;
-mod le;
+pub mod format;
 pub mod log_cache;
-pub mod object;
 pub mod storage;
 pub mod stream;
 pub mod wal;
+
+pub use batch::StreamBatch;

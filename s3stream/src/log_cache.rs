@@ -11,23 +11,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
-/// A batch as streams hand it out: its offsets and its opaque bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamBatch {
-    /// Offset of the batch's first record.
-    pub base_offset: u64,
-    /// Offsets the batch covers.
-    pub count: u32,
-    /// The batch bytes.
-    pub payload: Bytes,
-}
-
-impl StreamBatch {
-    /// The offset after the batch.
-    pub fn end_offset(&self) -> u64 {
-        self.base_offset + u64::from(self.count)
-    }
-}
+pub use crate::batch::StreamBatch;
 
 struct Entry {
     count: u32,

@@ -28,10 +28,10 @@ use mink_metadata::{CommitRequest, Metadata, ObjectKind, ObjectRecord, StreamRan
 use serde::{Deserialize, Serialize};
 
 use super::{EngineMetrics, EngineSettings, EngineShared};
+use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
 use crate::failpoints::{self, Failpoints};
-use crate::log_cache::StreamBatch;
-use crate::object::ObjectBuilder;
+use crate::format::object::ObjectBuilder;
 use crate::storage::ObjectStorage;
 use crate::stream::StreamShared;
 use crate::wal::{WalWriter, WrittenObject};

@@ -38,9 +38,9 @@ use tokio::task::JoinHandle;
 
 pub use compactor::CompactionSettings;
 
+use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
 use crate::failpoints::Failpoints;
-use crate::log_cache::StreamBatch;
 use crate::storage::ObjectStorage;
 use crate::stream::{Stream, StreamShared};
 use crate::wal::{self, WalIdError, WalIdSource, WalSettings, WalWriter};

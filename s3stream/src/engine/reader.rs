@@ -14,9 +14,9 @@ use mink_cache::{Caches, LoadError, PageLoader, ReadaheadState, Weighted};
 use mink_metadata::{Metadata, ObjectRecord};
 
 use super::EngineMetrics;
+use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
-use crate::log_cache::StreamBatch;
-use crate::object::{self, BlockEntry, FOOTER_LEN, ObjectFormatError};
+use crate::format::object::{self, BlockEntry, FOOTER_LEN, ObjectFormatError};
 use crate::storage::{ObjectStorage, StorageError};
 
 /// Bytes read from an object's end to get its footer, and usually its whole index with it.

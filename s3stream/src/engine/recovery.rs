@@ -16,9 +16,9 @@ use mink_metadata::{Metadata, StreamState, WalCompacted};
 
 use super::compactor::{self, CommitContext, Part};
 use super::{EngineMetrics, EngineSettings};
+use crate::batch::StreamBatch;
 use crate::error::Result;
 use crate::failpoints::Failpoints;
-use crate::log_cache::StreamBatch;
 use crate::storage::ObjectStorage;
 use crate::wal::WalRecord;
 use crate::wal::replay::replay;

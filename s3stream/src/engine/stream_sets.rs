@@ -23,9 +23,9 @@ use super::EngineShared;
 use super::compactor::Part;
 use super::maintenance::start_of;
 use super::reader::corrupt;
+use crate::batch::StreamBatch;
 use crate::error::Result;
-use crate::log_cache::StreamBatch;
-use crate::object;
+use crate::format::object;
 
 /// Regroups the oldest stream-set objects if enough are waiting. Returns the objects it
 /// replaced (out of the metadata, to be deleted after the grace period).

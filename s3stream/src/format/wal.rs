@@ -5,7 +5,7 @@
 //!
 //! # Version 2 (written)
 //!
-//! A version-2 WAL object is laid out as a committed object (see [`crate::object`]: data blocks
+//! A version-2 WAL object is laid out as a committed object (see [`super::object`]: data blocks
 //! of one stream's consecutive batches, each with a CRC32C, then an index and a footer ending in
 //! `MKOB`), with a WAL section between the last block and the index. The compactor can therefore
 //! commit a large WAL object as a stream-set object as it is, without writing its bytes again;
@@ -41,8 +41,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use mink_metadata::StreamRange;
 
-use crate::le::{u32_at, u64_at};
-use crate::object::{self, BlockEntry, FramedBatch, ObjectBuilder, ObjectFormatError};
+use super::le::{Truncated, take, u32_at, u64_at};
+use super::object::{self, BlockEntry, FramedBatch, ObjectBuilder, ObjectFormatError};
 
 /// The WAL's magic: the last bytes of the WAL section (version 2; version 1 began with it).
 pub const WAL_MAGIC: [u8; 4] = *b"MKWL";
@@ -105,20 +105,9 @@ pub struct WalSpan {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WalFormatError {
-    /// The object ended inside a header or payload.
-    #[error(
-        "WAL object truncated in {field} at byte {position}: needed {needed} bytes, {available} left"
-    )]
-    Truncated {
-        /// The field being read.
-        field: &'static str,
-        /// Byte position in the object.
-        position: usize,
-        /// Bytes needed.
-        needed: usize,
-        /// Bytes left.
-        available: usize,
-    },
+    /// The object ended inside a field.
+    #[error("WAL object {0}")]
+    Truncated(#[from] Truncated),
     /// The WAL section does not end with [`WAL_MAGIC`].
     #[error("not a WAL object: magic {found:02x?}, expected {WAL_MAGIC:02x?}")]
     BadMagic {
@@ -237,15 +226,14 @@ fn leading_version(object: &[u8]) -> Option<u16> {
 fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
     let (index_range, index) = object::decode_object_index(object)?;
     let section_end = index_range.start as usize;
-    let trailer_start =
-        section_end
-            .checked_sub(SECTION_TRAILER_LEN)
-            .ok_or(WalFormatError::Truncated {
-                field: "WAL section",
-                position: 0,
-                needed: SECTION_TRAILER_LEN,
-                available: section_end,
-            })?;
+    let trailer_start = section_end
+        .checked_sub(SECTION_TRAILER_LEN)
+        .ok_or(Truncated {
+            field: "WAL section",
+            position: 0,
+            needed: SECTION_TRAILER_LEN,
+            available: section_end,
+        })?;
     let trailer = take(object, trailer_start, SECTION_TRAILER_LEN, "WAL section")?;
     let magic = [trailer[12], trailer[13], trailer[14], trailer[15]];
     if magic != WAL_MAGIC {
@@ -269,14 +257,12 @@ fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
         ))
         .into());
     }
-    let section_start = trailer_start
-        .checked_sub(count * 8)
-        .ok_or(WalFormatError::Truncated {
-            field: "WAL epochs",
-            position: 0,
-            needed: count * 8,
-            available: trailer_start,
-        })?;
+    let section_start = trailer_start.checked_sub(count * 8).ok_or(Truncated {
+        field: "WAL epochs",
+        position: 0,
+        needed: count * 8,
+        available: trailer_start,
+    })?;
     let covered = take(object, section_start, count * 8 + 4, "WAL section")?;
     let stored = u32_at(trailer, 4);
     let computed = crc32c::crc32c(covered);
@@ -309,21 +295,6 @@ fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
         }
     }
     Ok(records)
-}
-
-/// `len` bytes at `position`, or a truncation error naming `field`.
-fn take<'a>(
-    bytes: &'a [u8],
-    position: usize,
-    len: usize,
-    field: &'static str,
-) -> Result<&'a [u8], WalFormatError> {
-    crate::le::take(bytes, position, len).map_err(|short| WalFormatError::Truncated {
-        field,
-        position: short.position,
-        needed: short.needed,
-        available: short.available,
-    })
 }
 
 #[cfg(test)]
