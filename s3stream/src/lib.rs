@@ -9,9 +9,19 @@ pub mod engine;
 pub mod error;
 pub mod failpoints;
 pub mod format;
-pub mod log_cache;
 pub mod storage;
-pub mod stream;
 pub mod wal;
 
 pub use batch::StreamBatch;
+pub use engine::stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound, Stream};
+pub use engine::{CompactionSettings, Engine, EngineBuilder, EngineMetrics, EngineSettings};
+pub use error::{Result, StreamError};
+
+// The paths these items had before the crate was laid out by subsystem, so dependents keep
+// compiling while they move to the re-exports above.
+#[doc(hidden)]
+pub use engine::stream;
+#[doc(hidden)]
+pub mod log_cache {
+    pub use crate::StreamBatch;
+}
