@@ -23,7 +23,7 @@ use super::open_stream::OpenStream;
 use super::shared::{EngineShared, units};
 use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
-use crate::wal::{self, WalRecord};
+use crate::wal::{WalError, WalRecord};
 
 /// Which offset bounds a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -524,15 +524,15 @@ impl Stream {
 
     /// Waits until every append accepted before `next` is durable (or the WAL failed).
     async fn drain(&self, next: u64) -> Result<()> {
-        let wal = &self.engine.wal;
+        let writer = &self.engine.wal;
         loop {
             if self.state.confirm() >= next {
                 return Ok(());
             }
-            if let Some(cause) = wal.failure() {
-                return Err(StreamError::Wal(wal::WalError::Failed { cause }));
+            if let Some(cause) = writer.failure() {
+                return Err(StreamError::Wal(WalError::Failed { cause }));
             }
-            wal.flush().await;
+            writer.flush().await;
         }
     }
 }
