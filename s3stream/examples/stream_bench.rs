@@ -23,11 +23,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mink_metadata::{MemoryKv, MetaKv, Metadata, MetadataOptions};
-use mink_s3stream::engine::{Engine, EngineSettings};
 use mink_s3stream::storage::{
     CountingStorage, LatencyProfile, LatencyStorage, ObjectStorage, ObjectStoreBackend, S3Config,
 };
-use mink_s3stream::stream::ReadBound;
+use mink_s3stream::{Engine, EngineSettings, ReadBound};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -128,7 +127,7 @@ struct CatchUp {
 async fn catch_up(
     engine: &Engine,
     counting: &CountingStorage,
-    stream: &mink_s3stream::stream::Stream,
+    stream: &mink_s3stream::Stream,
 ) -> Result<CatchUp, Error> {
     let objects = engine
         .metadata()
@@ -178,7 +177,7 @@ async fn main() -> Result<(), Error> {
     let stream = engine.open_stream(id).await?;
     let payload = Bytes::from(vec![0x42u8; 1024]);
     // The raw object is as large as the WAL object holding one such append.
-    let (wal_object, _) = mink_s3stream::wal::format::encode(
+    let (wal_object, _) = mink_s3stream::format::wal::encode(
         vec![mink_s3stream::wal::WalRecord {
             stream_id: id,
             epoch: 1,
@@ -287,7 +286,7 @@ async fn main() -> Result<(), Error> {
                 latencies.push(sent.elapsed());
                 acked.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<_, mink_s3stream::error::StreamError>(latencies)
+            Ok::<_, mink_s3stream::StreamError>(latencies)
         }));
     }
     let mut latencies = Vec::new();
@@ -349,7 +348,7 @@ async fn main() -> Result<(), Error> {
             reads += 1;
             cursor = batches.last().map_or(cursor, |b| b.end_offset());
         }
-        Ok::<_, mink_s3stream::error::StreamError>(reads)
+        Ok::<_, mink_s3stream::StreamError>(reads)
     });
     let small = Bytes::from(vec![7u8; 1024]);
     for _ in 0..appends {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mink_metadata::MetaError;
 
-use crate::object::ObjectFormatError;
+use crate::format::object::ObjectFormatError;
 use crate::storage::StorageError;
 use crate::wal::WalError;
 use crate::wal::replay::ReplayError;
@@ -113,7 +113,7 @@ pub enum StreamError {
         /// The budget.
         limit: u64,
     },
-    /// A batch submitted with an [`AppendPermit`](crate::stream::AppendPermit) reserved for fewer
+    /// A batch submitted with an [`AppendPermit`](crate::AppendPermit) reserved for fewer
     /// bytes than the batch holds.
     #[error("a {len}-byte batch was submitted with room reserved for {reserved} bytes")]
     PermitTooSmall {

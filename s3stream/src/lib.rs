@@ -1,15 +1,46 @@
-//! Streams of opaque record batches whose write-ahead log is a sequence of small objects on an object
-//! store, compacted in the background into read-optimised objects.
+//! Streams of opaque batches on object storage: each stream is an ordered log with a start, a
+//! confirm and a next offset; every stream of a node writes into one write-ahead log of small
+//! objects, and a background compactor turns that log into large, read-optimised objects.
 //!
-//! The crate is filled in by the s3stream issue; until then it holds nothing.
+//! Data enters through a [`Stream`] opened on an [`Engine`]: an append takes the next offsets,
+//! lands in the stream's log cache and the node's WAL (one PUT per group commit), and its
+//! [`PendingAppend`] resolves once the WAL object is durable, in submission order. Data leaves
+//! through [`Stream::fetch`] as [`StreamBatch`]es: from the tail cache, the log cache, or
+//! committed objects found through the metadata's object index and read through the block cache.
+//! The crate never parses a batch: it keeps offsets and bytes.
+//!
+//! - [`engine`]: the engine of one node: its streams, back-pressure, compaction (rounds, merges,
+//!   regrouping, garbage) and recovery at open.
+//! - [`wal`]: the group-commit WAL writer and its replay at recovery.
+//! - [`format`]: every byte layout written to storage (committed objects, WAL objects).
+//! - [`storage`]: the object-storage trait and its backends.
+//! - [`error`], [`failpoints`]: the errors of streams and the engine; named crash points for tests.
+//!
+//! Metadata (streams, objects, the WAL registry) lives in `mink-metadata`, the caches in
+//! `mink-cache`.
 
+mod batch;
 mod duration_ms;
 pub mod engine;
 pub mod error;
 pub mod failpoints;
-mod le;
-pub mod log_cache;
-pub mod object;
+pub mod format;
 pub mod storage;
-pub mod stream;
 pub mod wal;
+
+pub use batch::StreamBatch;
+pub use engine::stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound, Stream};
+pub use engine::{CompactionSettings, Engine, EngineBuilder, EngineMetrics, EngineSettings};
+pub use error::{Result, StreamError};
+pub use failpoints::Failpoints;
+pub use storage::ObjectStorage;
+pub use wal::{WalMetrics, WalSettings};
+
+// The paths these items had before the crate was laid out by subsystem, so dependents keep
+// compiling while they move to the re-exports above.
+#[doc(hidden)]
+pub use engine::stream;
+#[doc(hidden)]
+pub mod log_cache {
+    pub use crate::StreamBatch;
+}

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mink_metadata::{MemoryKv, MetaKv, Metadata, MetadataOptions};
-use mink_s3stream::engine::{CompactionSettings, Engine, EngineSettings};
-use mink_s3stream::error::StreamError;
-use mink_s3stream::failpoints::{self, Failpoints};
-use mink_s3stream::storage::{CountingStorage, FaultyStorage, ObjectStorage, ObjectStoreBackend};
-use mink_s3stream::stream::{ReadBound, Stream};
+use mink_s3stream::failpoints;
+use mink_s3stream::storage::{CountingStorage, FaultyStorage, ObjectStoreBackend};
+use mink_s3stream::{
+    CompactionSettings, Engine, EngineSettings, Failpoints, ObjectStorage, ReadBound, Stream,
+    StreamError,
+};
 
 const WAIT: Duration = Duration::from_secs(20);
 

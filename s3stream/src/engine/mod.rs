@@ -17,105 +17,48 @@
 //! epoch that continue its committed end without a gap, commits them into objects, and retires
 //! the replayed WAL ids. Only then does it reserve new WAL ids and accept appends, so a stream's
 //! data never depends on more than one generation of WAL objects.
+//!
+//! The files, lowest layer first: [`settings`](EngineSettings) and [`metrics`](EngineMetrics);
+//! `log_cache` (a stream's batches not yet committed) and `open_stream` (a stream's offsets and
+//! sequencer); `reader` (committed objects through the block cache); `shared` (what the engine,
+//! its streams and its background tasks share, back-pressure included); `compaction` (rounds,
+//! the second pass, and the shared layer that writes and commits objects); `recovery`;
+//! [`stream`] (the handle appends and reads go through); and this file, the engine handle.
 
-mod compactor;
-mod maintenance;
+mod compaction;
+mod lock;
+mod log_cache;
+mod metrics;
+mod open_stream;
 mod reader;
 mod recovery;
-mod stream_sets;
+mod settings;
+mod shared;
+pub mod stream;
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
-use mink_cache::{CacheMetrics, CacheSettings, Caches};
+use mink_cache::{CacheMetrics, Caches};
 use mink_metadata::{Metadata, StreamRecord};
-use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-pub use compactor::CompactionSettings;
+pub use compaction::CompactionSettings;
+pub use metrics::EngineMetrics;
+pub use settings::EngineSettings;
 
+use self::lock::lock;
+use self::open_stream::OpenStream;
+use self::reader::ObjectReader;
+use self::shared::{EngineShared, units};
+use self::stream::Stream;
 use crate::error::{Result, StreamError};
 use crate::failpoints::Failpoints;
-use crate::log_cache::StreamBatch;
 use crate::storage::ObjectStorage;
-use crate::stream::{Stream, StreamShared};
-use crate::wal::{self, WalIdError, WalIdSource, WalSettings, WalWriter};
-
-/// Settings of the stream engine (serialisable; every field has a default).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EngineSettings {
-    /// The WAL writer.
-    pub wal: WalSettings,
-    /// Compaction of the log cache into committed objects.
-    pub compaction: CompactionSettings,
-    /// The tail cache, the block cache and readahead.
-    pub cache: CacheSettings,
-    /// Key prefix of WAL objects in the WAL store. Default `wal/`.
-    pub wal_prefix: String,
-    /// Key prefix of committed objects in the data store. Default `data/`.
-    pub data_prefix: String,
-    /// WAL ids reserved per metadata round trip. Default 4096.
-    pub wal_id_block: u64,
-    /// Bytes appended on this node but not yet compacted, beyond which appends wait
-    /// (back-pressure). Default 512 MiB.
-    pub max_uncompacted_bytes: u64,
-    /// How long an append waits under back-pressure before failing. Default 30 s.
-    #[serde(with = "crate::duration_ms")]
-    pub backpressure_timeout: Duration,
-}
-
-impl Default for EngineSettings {
-    fn default() -> Self {
-        EngineSettings {
-            wal: WalSettings::default(),
-            compaction: CompactionSettings::default(),
-            cache: CacheSettings::default(),
-            wal_prefix: "wal/".to_owned(),
-            data_prefix: "data/".to_owned(),
-            wal_id_block: 4096,
-            max_uncompacted_bytes: 512 << 20,
-            backpressure_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-/// Counters of the engine (the WAL writer has its own, see [`Engine::wal_metrics`]).
-#[derive(Debug, Default)]
-pub struct EngineMetrics {
-    /// Appends accepted.
-    pub appends: AtomicU64,
-    /// Payload bytes appended.
-    pub append_bytes: AtomicU64,
-    /// Compactions that committed something.
-    pub compactions: AtomicU64,
-    /// Committed objects written.
-    pub objects_written: AtomicU64,
-    /// Bytes of committed objects written.
-    pub object_bytes_written: AtomicU64,
-    /// WAL objects deleted after compaction (their data rewritten).
-    pub wal_objects_deleted: AtomicU64,
-    /// WAL objects committed as stream-set objects as they are (their data written once).
-    pub wal_objects_adopted: AtomicU64,
-    /// Bytes of the WAL objects committed as they are.
-    pub wal_bytes_adopted: AtomicU64,
-    /// Committed objects deleted (merged away or garbage).
-    pub objects_deleted: AtomicU64,
-    /// Runs of small stream objects merged into one.
-    pub merges: AtomicU64,
-    /// Passes that regrouped stream-set objects by stream.
-    pub set_compactions: AtomicU64,
-    /// GETs of committed objects.
-    pub object_gets: AtomicU64,
-    /// Bytes read from committed objects.
-    pub object_bytes_read: AtomicU64,
-    /// Batches replayed from the WAL at recovery.
-    pub recovered_batches: AtomicU64,
-}
+use crate::wal::{self, WalIdError, WalIdSource, WalWriter};
 
 /// What the engine is made of, besides its settings.
 pub struct EngineBuilder {
@@ -205,28 +148,6 @@ impl WalIdSource for RegistryIds {
     }
 }
 
-pub(crate) struct EngineShared {
-    node: String,
-    settings: EngineSettings,
-    wal_storage: Arc<dyn ObjectStorage>,
-    data_storage: Arc<dyn ObjectStorage>,
-    /// Whether WAL objects and committed objects go to the same store (so a WAL object can be
-    /// committed as it is).
-    same_store: bool,
-    metadata: Arc<Metadata>,
-    wal: WalWriter,
-    failpoints: Arc<Failpoints>,
-    streams: Mutex<HashMap<u64, Arc<StreamShared>>>,
-    budget: Arc<Semaphore>,
-    budget_units: u32,
-    compaction_lock: tokio::sync::Mutex<compactor::CompactorState>,
-    wake_compactor: Arc<Notify>,
-    halted: AtomicBool,
-    reader: reader::ObjectReader,
-    caches: reader::EngineCaches,
-    metrics: Arc<EngineMetrics>,
-}
-
 /// The stream engine of one node; cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
@@ -242,17 +163,6 @@ impl std::fmt::Debug for Engine {
             .field("wal", &self.shared.wal)
             .finish_non_exhaustive()
     }
-}
-
-/// Back-pressure accounts in KiB so that a `u32` of permits covers any sensible budget.
-const BUDGET_UNIT: u64 = 1024;
-
-pub(crate) fn units(bytes: u64) -> u64 {
-    bytes.div_ceil(BUDGET_UNIT).max(1)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Engine {
@@ -312,11 +222,7 @@ impl Engine {
             .map_err(|e| StreamError::Cache(Arc::new(e)))?;
         let budget_units = u32::try_from(units(settings.max_uncompacted_bytes)).unwrap_or(u32::MAX);
         let shared = Arc::new(EngineShared {
-            reader: reader::ObjectReader::new(
-                caches.clone(),
-                data_storage.clone(),
-                metrics.clone(),
-            ),
+            reader: ObjectReader::new(caches.clone(), data_storage.clone(), metrics.clone()),
             caches,
             node,
             same_store: std::ptr::addr_eq(Arc::as_ptr(&wal_storage), Arc::as_ptr(&data_storage)),
@@ -328,15 +234,15 @@ impl Engine {
             streams: Mutex::new(HashMap::new()),
             budget: Arc::new(Semaphore::new(budget_units as usize)),
             budget_units,
-            compaction_lock: tokio::sync::Mutex::new(compactor::CompactorState::default()),
+            compaction_lock: tokio::sync::Mutex::new(Default::default()),
             wake_compactor: Arc::new(Notify::new()),
             halted: AtomicBool::new(false),
             metrics,
             settings,
         });
         let tasks = vec![
-            tokio::spawn(compactor::run(Arc::downgrade(&shared))),
-            tokio::spawn(maintenance::run(Arc::downgrade(&shared))),
+            tokio::spawn(compaction::run_compactor(Arc::downgrade(&shared))),
+            tokio::spawn(compaction::run_second_pass(Arc::downgrade(&shared))),
         ];
         Ok(Engine {
             shared,
@@ -361,7 +267,7 @@ impl Engine {
 
     /// Opens stream `id` on this node with a new epoch, fencing every older owner.
     pub async fn open_stream(&self, id: u64) -> Result<Stream> {
-        if lock(&self.shared.streams).contains_key(&id) {
+        if self.shared.is_open(id) {
             return Err(StreamError::AlreadyOpen { stream_id: id });
         }
         let record = self
@@ -369,31 +275,29 @@ impl Engine {
             .metadata
             .open_stream(id, &self.shared.node)
             .await?;
-        let shared = Arc::new(StreamShared::new(
+        let state = Arc::new(OpenStream::new(
             id,
             record.epoch,
             record.start_offset,
             record.end_offset,
-            self.shared.clone(),
         ));
-        let mut streams = lock(&self.shared.streams);
-        if streams.contains_key(&id) {
-            return Err(StreamError::AlreadyOpen { stream_id: id });
-        }
-        streams.insert(id, shared.clone());
-        Ok(Stream { shared })
+        self.shared.register(state.clone())?;
+        Ok(Stream {
+            state,
+            engine: self.shared.clone(),
+        })
     }
 
     /// Compacts everything durable now, instead of waiting for the compactor's next round.
     pub async fn compact_now(&self) -> Result<()> {
-        self.shared.compact_now().await
+        compaction::compact(&self.shared).await
     }
 
     /// Runs the compactor's second pass now: merges runs of small stream objects, collects
     /// objects that are wholly trimmed or belong to deleted streams, and deletes objects whose
     /// grace period is over.
     pub async fn maintain_now(&self) -> Result<()> {
-        maintenance::run_once(&self.shared).await
+        compaction::second_pass(&self.shared).await
     }
 
     /// Engine counters.
@@ -426,11 +330,11 @@ impl Engine {
     pub async fn shutdown(&self) -> Result<()> {
         self.shared.wal.shutdown().await;
         let outcome = if self.shared.wal.failure().is_none() {
-            self.shared.compact_now().await
+            compaction::compact(&self.shared).await
         } else {
             Ok(())
         };
-        compactor::delete_pending(&self.shared).await;
+        compaction::delete_pending(&self.shared).await;
         self.stop_tasks();
         outcome
     }
@@ -444,163 +348,5 @@ impl Engine {
         for task in lock(&self.tasks).drain(..) {
             task.abort();
         }
-    }
-}
-
-impl EngineShared {
-    pub(crate) fn wal(&self) -> &WalWriter {
-        &self.wal
-    }
-
-    pub(crate) fn metadata(&self) -> &Arc<Metadata> {
-        &self.metadata
-    }
-
-    /// Stops all work after a simulated crash: nothing more is appended or committed.
-    pub(crate) fn halt(&self) {
-        self.halted.store(true, Ordering::Release);
-    }
-
-    pub(crate) fn halted(&self) -> bool {
-        self.halted.load(Ordering::Acquire)
-    }
-
-    fn uncompacted_bytes(&self) -> u64 {
-        let free = self.budget.available_permits() as u64;
-        (u64::from(self.budget_units).saturating_sub(free)) * BUDGET_UNIT
-    }
-
-    /// Room for `len` more uncompacted bytes if there is some now: `None` when the caller must
-    /// wait ([`EngineShared::admit`]).
-    pub(crate) fn try_admit(&self, len: usize) -> Option<Result<Option<OwnedSemaphorePermit>>> {
-        if self.halted() {
-            return Some(Err(StreamError::ShutDown));
-        }
-        let need = units(len as u64);
-        if need > u64::from(self.budget_units) {
-            return Some(Err(StreamError::BatchTooLarge {
-                len,
-                limit: self.settings.max_uncompacted_bytes,
-            }));
-        }
-        let need = need as u32;
-        self.budget
-            .clone()
-            .try_acquire_many_owned(need)
-            .ok()
-            .map(|permit| Ok(Some(permit)))
-    }
-
-    /// Waits for room for `len` more uncompacted bytes (back-pressure).
-    pub(crate) async fn admit(
-        &self,
-        stream_id: u64,
-        len: usize,
-    ) -> Result<Option<OwnedSemaphorePermit>> {
-        if let Some(now) = self.try_admit(len) {
-            return now;
-        }
-        let need = units(len as u64) as u32;
-        // Full: make room as fast as possible, then wait (bounded).
-        self.wake_compactor.notify_one();
-        let started = Instant::now();
-        let acquire = self.budget.clone().acquire_many_owned(need);
-        match tokio::time::timeout(self.settings.backpressure_timeout, acquire).await {
-            Ok(Ok(permit)) => Ok(Some(permit)),
-            Ok(Err(_)) => Err(StreamError::ShutDown),
-            Err(_) => Err(StreamError::Backpressure {
-                stream_id,
-                pending: self.uncompacted_bytes(),
-                limit: self.settings.max_uncompacted_bytes,
-                waited: started.elapsed(),
-            }),
-        }
-    }
-
-    pub(crate) fn note_append(&self, len: u64) {
-        self.metrics.appends.fetch_add(1, Ordering::Relaxed);
-        self.metrics.append_bytes.fetch_add(len, Ordering::Relaxed);
-        if self.uncompacted_bytes() >= self.settings.compaction.trigger_bytes {
-            self.wake_compactor.notify_one();
-        }
-    }
-
-    pub(crate) async fn compact_now(&self) -> Result<()> {
-        compactor::compact(self).await
-    }
-
-    pub(crate) fn commit_context(&self) -> compactor::CommitContext<'_> {
-        compactor::CommitContext {
-            data_storage: &self.data_storage,
-            metadata: &self.metadata,
-            settings: &self.settings,
-            failpoints: &self.failpoints,
-            metrics: &self.metrics,
-        }
-    }
-
-    pub(crate) async fn read_committed(
-        &self,
-        stream: &StreamShared,
-        from: u64,
-        to: u64,
-        max_bytes: usize,
-    ) -> Result<Vec<StreamBatch>> {
-        self.reader
-            .read(
-                &self.metadata,
-                stream.id,
-                from,
-                to,
-                max_bytes,
-                &stream.readahead,
-            )
-            .await
-    }
-
-    pub(crate) fn caches(&self) -> &reader::EngineCaches {
-        &self.caches
-    }
-
-    fn open_streams(&self) -> Vec<Arc<StreamShared>> {
-        let mut streams: Vec<_> = lock(&self.streams).values().cloned().collect();
-        streams.sort_by_key(|s| s.id);
-        streams
-    }
-
-    fn forget(&self, id: u64) {
-        lock(&self.streams).remove(&id);
-    }
-
-    /// Waits until every append accepted by `stream` is durable (or the WAL failed).
-    async fn drain(&self, stream: &StreamShared, next: u64) -> Result<()> {
-        loop {
-            if stream.confirm() >= next {
-                return Ok(());
-            }
-            if let Some(cause) = self.wal.failure() {
-                return Err(StreamError::Wal(wal::WalError::Failed { cause }));
-            }
-            self.wal.flush().await;
-        }
-    }
-
-    pub(crate) async fn close_stream(&self, stream: &Arc<StreamShared>) -> Result<()> {
-        let next = stream.close_appends();
-        self.drain(stream, next).await?;
-        self.compact_now().await?;
-        self.metadata.close_stream(stream.id, stream.epoch).await?;
-        self.forget(stream.id);
-        self.caches.tail.remove_stream(stream.id);
-        Ok(())
-    }
-
-    pub(crate) async fn destroy_stream(&self, stream: &Arc<StreamShared>) -> Result<()> {
-        stream.close_appends();
-        self.metadata.delete_stream(stream.id, stream.epoch).await?;
-        self.forget(stream.id);
-        lock(&stream.log).remove_below(u64::MAX);
-        self.caches.tail.remove_stream(stream.id);
-        Ok(())
     }
 }

@@ -13,10 +13,11 @@ use bytes::Bytes;
 use mink_cache::{Caches, LoadError, PageLoader, ReadaheadState, Weighted};
 use mink_metadata::{Metadata, ObjectRecord};
 
-use super::EngineMetrics;
+use super::lock::lock;
+use super::metrics::EngineMetrics;
+use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
-use crate::log_cache::StreamBatch;
-use crate::object::{self, BlockEntry, FOOTER_LEN, ObjectFormatError};
+use crate::format::object::{self, BlockEntry, FOOTER_LEN, ObjectFormatError};
 use crate::storage::{ObjectStorage, StorageError};
 
 /// Bytes read from an object's end to get its footer, and usually its whole index with it.
@@ -44,11 +45,6 @@ pub(crate) struct StorageLoader {
     /// it is.
     key: String,
     metrics: Arc<EngineMetrics>,
-}
-
-/// The key of committed object `id` under `data_prefix`.
-pub(crate) fn object_key(data_prefix: &str, id: u64) -> String {
-    format!("{data_prefix}{id:016x}")
 }
 
 #[async_trait::async_trait]
@@ -114,7 +110,7 @@ impl ObjectReader {
         let mut out: Vec<StreamBatch> = Vec::new();
         let mut bytes = 0usize;
         let mut cursor = from;
-        let mut state = readahead.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut state = lock(readahead).clone();
         while cursor < to {
             let mut covering = metadata.index().covering(stream_id, cursor, COVERING_LIMIT);
             if covering
@@ -169,7 +165,7 @@ impl ObjectReader {
                         if batch.base_offset >= to
                             || (!out.is_empty() && bytes + batch.payload.len() > max_bytes)
                         {
-                            *readahead.lock().unwrap_or_else(|p| p.into_inner()) = state;
+                            *lock(readahead) = state;
                             return Ok(out);
                         }
                         bytes += batch.payload.len();
@@ -188,7 +184,7 @@ impl ObjectReader {
                 }
             }
         }
-        *readahead.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        *lock(readahead) = state;
         Ok(out)
     }
 

@@ -14,11 +14,12 @@ use std::sync::atomic::Ordering;
 
 use mink_metadata::{Metadata, StreamState, WalCompacted};
 
-use super::compactor::{self, CommitContext, Part};
-use super::{EngineMetrics, EngineSettings};
+use super::compaction::writer::{CommitContext, Part, commit_parts, delete_wal_objects};
+use super::metrics::EngineMetrics;
+use super::settings::EngineSettings;
+use crate::batch::StreamBatch;
 use crate::error::Result;
 use crate::failpoints::Failpoints;
-use crate::log_cache::StreamBatch;
 use crate::storage::ObjectStorage;
 use crate::wal::WalRecord;
 use crate::wal::replay::replay;
@@ -109,8 +110,8 @@ pub(crate) async fn recover(
         node: node.to_owned(),
         below,
     };
-    compactor::commit_parts(&context, parts, Some(retire)).await?;
+    commit_parts(&context, parts, Some(retire)).await?;
     let ids: Vec<u64> = replayed.objects.iter().map(|o| o.id).collect();
-    compactor::delete_wal_objects(wal_storage, wal_prefix, &ids, metrics).await;
+    delete_wal_objects(wal_storage, wal_prefix, &ids, metrics).await;
     Ok(())
 }

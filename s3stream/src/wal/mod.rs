@@ -1,18 +1,18 @@
 //! The write-ahead log: a sequence of small objects on the WAL bucket, one per group commit.
 //!
-//! - [`format`]: the WAL object format (magic `MKWL`, version 1, a CRC32C on every record).
 //! - [`writer`]: group commit with several PUTs in flight and acknowledgements released strictly
 //!   in submission order.
 //! - [`replay`]: reading a node's WAL back at recovery, through the metadata's WAL registry.
 //!
+//! The bytes of a WAL object are laid out in [`crate::format::wal`].
+//!
 //! Object keys are `{wal_prefix}{node}/{id:016x}`, with ids reserved in blocks from the metadata
 //! (the WAL registry) before they are used, so recovery never lists the bucket.
 
-pub mod format;
 pub mod replay;
 pub mod writer;
 
-pub use format::{WalFormatError, WalRecord, WalSpan};
+pub use crate::format::wal::{WalFormatError, WalRecord, WalSpan};
 pub use writer::{
     Ack, WalError, WalIdError, WalIdSource, WalMetrics, WalSettings, WalWriter, WrittenObject,
 };

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use super::format::{self, WalFormatError, WalRecord};
 use super::writer::WalWriter;
+use crate::format::wal::{self, WalFormatError, WalRecord};
 use crate::storage::{ObjectStorage, StorageError};
 
 /// GETs in flight while replaying.
@@ -87,7 +87,7 @@ pub async fn replay(
             break;
         };
         let records =
-            format::decode(&object).map_err(|source| ReplayError::Corrupt { key, source })?;
+            wal::decode(&object).map_err(|source| ReplayError::Corrupt { key, source })?;
         replay.objects.push(ReplayedObject { id, records });
     }
     Ok(replay)

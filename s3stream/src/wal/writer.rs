@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::format::{self, WalRecord, WalSpan};
 use crate::failpoints::{self, Failpoints};
+use crate::format::wal::{self, WalRecord, WalSpan};
 use crate::storage::{ObjectStorage, StorageError};
 
 /// Called once per submitted record with its outcome, in submission order.
@@ -422,7 +422,7 @@ impl WalWriter {
     async fn upload(&self, id: u64, records: Vec<WalRecord>) -> Result<WrittenObject, WalError> {
         let key = Self::object_key(&self.inner.prefix, id);
         let (body, spans): (Bytes, Vec<WalSpan>) =
-            format::encode(records, self.inner.settings.block_bytes);
+            wal::encode(records, self.inner.settings.block_bytes);
         let settings = &self.inner.settings;
         let started = Instant::now();
         let mut backoff = settings.retry_initial_backoff;

@@ -10,18 +10,20 @@
 //! when the batch is durable. Reads come from the log cache for data not yet compacted and from
 //! committed objects (located through the metadata's object index) for the rest.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mink_cache::ReadaheadState;
 use tokio::sync::{OwnedSemaphorePermit, oneshot, watch};
 
-use crate::engine::{EngineShared, units};
+use super::compaction;
+use super::lock::lock;
+use super::open_stream::OpenStream;
+use super::shared::{EngineShared, units};
+use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
-use crate::log_cache::{LogCache, StreamBatch};
-use crate::wal::WalRecord;
+use crate::wal::{WalError, WalRecord};
 
 /// Which offset bounds a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,37 +46,18 @@ pub struct Offsets {
     pub next: u64,
 }
 
-struct Sequencer {
-    next: u64,
-    closed: bool,
-}
-
-pub(crate) struct StreamShared {
-    pub(crate) id: u64,
-    pub(crate) epoch: u64,
-    pub(crate) engine: Arc<EngineShared>,
-    sequencer: Mutex<Sequencer>,
-    pub(crate) log: Mutex<LogCache>,
-    confirm: watch::Sender<u64>,
-    start: AtomicU64,
-    /// Everything below is in committed objects.
-    pub(crate) committed_end: AtomicU64,
-    pub(crate) fenced: AtomicBool,
-    /// Sequential-read state for reads of committed objects.
-    pub(crate) readahead: Mutex<ReadaheadState>,
-}
-
 /// A handle on an open stream; cheap to clone.
 #[derive(Clone)]
 pub struct Stream {
-    pub(crate) shared: Arc<StreamShared>,
+    pub(crate) state: Arc<OpenStream>,
+    pub(crate) engine: Arc<EngineShared>,
 }
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stream")
-            .field("id", &self.shared.id)
-            .field("epoch", &self.shared.epoch)
+            .field("id", &self.state.id)
+            .field("epoch", &self.state.epoch)
             .field("offsets", &self.offsets())
             .finish()
     }
@@ -151,82 +134,23 @@ impl AppendPermit {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl StreamShared {
-    pub(crate) fn new(
-        id: u64,
-        epoch: u64,
-        start: u64,
-        end: u64,
-        engine: Arc<EngineShared>,
-    ) -> Self {
-        StreamShared {
-            id,
-            epoch,
-            engine,
-            sequencer: Mutex::new(Sequencer {
-                next: end,
-                closed: false,
-            }),
-            log: Mutex::new(LogCache::default()),
-            confirm: watch::Sender::new(end),
-            start: AtomicU64::new(start),
-            committed_end: AtomicU64::new(end),
-            fenced: AtomicBool::new(false),
-            readahead: Mutex::new(ReadaheadState::new()),
-        }
-    }
-
-    pub(crate) fn confirm(&self) -> u64 {
-        *self.confirm.borrow()
-    }
-
-    pub(crate) fn next(&self) -> u64 {
-        lock(&self.sequencer).next
-    }
-
-    /// Marks the stream closed to appends; returns the next offset at that moment.
-    pub(crate) fn close_appends(&self) -> u64 {
-        let mut sequencer = lock(&self.sequencer);
-        sequencer.closed = true;
-        sequencer.next
-    }
-
-    pub(crate) fn offsets_start(&self) -> u64 {
-        self.start.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn set_start(&self, start: u64) {
-        self.start.fetch_max(start, Ordering::AcqRel);
-    }
-
-    /// After a commit: data below `end` is in objects.
-    pub(crate) fn committed(&self, end: u64) {
-        self.committed_end.fetch_max(end, Ordering::AcqRel);
-        lock(&self.log).remove_below(end);
-    }
-}
-
 impl Stream {
     /// The stream's id.
     pub fn id(&self) -> u64 {
-        self.shared.id
+        self.state.id
     }
 
     /// The epoch this handle holds.
     pub fn epoch(&self) -> u64 {
-        self.shared.epoch
+        self.state.epoch
     }
 
     /// The stream's offsets now.
     pub fn offsets(&self) -> Offsets {
-        let next = self.shared.next();
+        let next = self.state.next();
         Offsets {
-            start: self.shared.start.load(Ordering::Acquire),
-            confirm: self.shared.confirm(),
+            start: self.state.offsets_start(),
+            confirm: self.state.confirm(),
             next,
         }
     }
@@ -234,12 +158,12 @@ impl Stream {
     /// The confirm offset now (cheaper than [`Stream::offsets`], which also reads the next
     /// offset under the sequencing lock).
     pub fn confirm_offset(&self) -> u64 {
-        self.shared.confirm()
+        self.state.confirm()
     }
 
     /// A receiver of the confirm offset, woken each time it advances (for tail readers).
     pub fn watch_confirm(&self) -> watch::Receiver<u64> {
-        self.shared.confirm.subscribe()
+        self.state.confirm.subscribe()
     }
 
     /// Appends a batch covering `count` offsets at the next offset.
@@ -265,9 +189,9 @@ impl Stream {
     /// Reserving first lets a caller that must sequence appends under its own lock (the tablet)
     /// wait for room before taking the lock, and submit without awaiting while holding it.
     pub async fn reserve(&self, len: usize) -> Result<AppendPermit> {
-        let shared = &self.shared;
+        let state = &self.state;
         self.check_appendable(1)?;
-        let permit = shared.engine.admit(shared.id, len).await?;
+        let permit = self.engine.admit(state.id, len).await?;
         Ok(AppendPermit { permit, len })
     }
 
@@ -277,8 +201,7 @@ impl Stream {
         if let Err(error) = self.check_appendable(1) {
             return Some(Err(error));
         }
-        self.shared
-            .engine
+        self.engine
             .try_admit(len)
             .map(|admitted| admitted.map(|permit| AppendPermit { permit, len }))
     }
@@ -310,16 +233,16 @@ impl Stream {
     }
 
     fn check_appendable(&self, count: u32) -> Result<()> {
-        let shared = &self.shared;
+        let state = &self.state;
         if count == 0 {
             return Err(StreamError::EmptyBatch {
-                stream_id: shared.id,
+                stream_id: state.id,
             });
         }
-        if shared.fenced.load(Ordering::Acquire) {
+        if state.fenced.load(Ordering::Acquire) {
             return Err(StreamError::Fenced {
-                stream_id: shared.id,
-                epoch: shared.epoch,
+                stream_id: state.id,
+                epoch: state.epoch,
             });
         }
         Ok(())
@@ -347,13 +270,13 @@ impl Stream {
         match (pending, mismatch) {
             (Some(pending), _) => Ok(pending),
             (None, Some((expected, next))) => Err(StreamError::OffsetMismatch {
-                stream_id: self.shared.id,
+                stream_id: self.state.id,
                 expected,
                 next,
             }),
             // The builder runs once, so it always had the payload.
             (None, None) => Err(StreamError::Closed {
-                stream_id: self.shared.id,
+                stream_id: self.state.id,
             }),
         }
     }
@@ -374,11 +297,11 @@ impl Stream {
         build: &mut dyn FnMut(u64) -> Build,
     ) -> Result<Option<PendingAppend>> {
         self.check_appendable(1)?;
-        let shared = &self.shared;
-        let mut sequencer = lock(&shared.sequencer);
+        let state = &self.state;
+        let mut sequencer = lock(&state.sequencer);
         if sequencer.closed {
             return Err(StreamError::Closed {
-                stream_id: shared.id,
+                stream_id: state.id,
             });
         }
         let base_offset = sequencer.next;
@@ -388,7 +311,7 @@ impl Stream {
         };
         if count == 0 {
             return Err(StreamError::EmptyBatch {
-                stream_id: shared.id,
+                stream_id: state.id,
             });
         }
         let reserved = permit.as_ref().map_or(0, |p| p.len);
@@ -408,7 +331,7 @@ impl Stream {
         let payload_len = payload.len() as u64;
         let end_offset = base_offset + u64::from(count);
         let tail_copy = payload.clone();
-        lock(&shared.log).push(
+        lock(&state.log).push(
             StreamBatch {
                 base_offset,
                 count,
@@ -417,11 +340,11 @@ impl Stream {
             held,
         );
         let (tx, rx) = oneshot::channel();
-        let on_durable = Arc::clone(shared);
-        let submitted = shared.engine.wal().submit(
+        let on_durable = Arc::clone(state);
+        let submitted = self.engine.wal.submit(
             WalRecord {
-                stream_id: shared.id,
-                epoch: shared.epoch,
+                stream_id: state.id,
+                epoch: state.epoch,
                 base_offset,
                 count,
                 payload,
@@ -442,7 +365,7 @@ impl Stream {
             }),
         );
         if let Err(error) = submitted {
-            lock(&shared.log).remove_from(base_offset);
+            lock(&state.log).remove_from(base_offset);
             return Err(StreamError::Wal(error));
         }
         sequencer.next = end_offset;
@@ -451,15 +374,14 @@ impl Stream {
         // batches in any order); reads are bounded by the confirm offset, so holding a batch
         // before it is durable shows nothing early.
         if let Err(error) =
-            shared
-                .engine
-                .caches()
+            self.engine
+                .caches
                 .tail
-                .append(shared.id, base_offset, end_offset, tail_copy)
+                .append(state.id, base_offset, end_offset, tail_copy)
         {
-            tracing::debug!(%error, stream_id = shared.id, "tail cache refused a batch");
+            tracing::debug!(%error, stream_id = state.id, "tail cache refused a batch");
         }
-        shared.engine.note_append(payload_len);
+        self.engine.note_append(payload_len);
         Ok(Some(PendingAppend {
             base_offset,
             end_offset,
@@ -477,22 +399,22 @@ impl Stream {
         max_bytes: usize,
         bound: ReadBound,
     ) -> Result<Vec<StreamBatch>> {
-        let shared = &self.shared;
-        let start = shared.start.load(Ordering::Acquire);
+        let state = &self.state;
+        let start = state.offsets_start();
         if from < start {
             return Err(StreamError::BelowStart {
-                stream_id: shared.id,
+                stream_id: state.id,
                 offset: from,
                 start,
             });
         }
         let limit = match bound {
-            ReadBound::Confirmed => shared.confirm(),
-            ReadBound::NextOffset => shared.next(),
+            ReadBound::Confirmed => state.confirm(),
+            ReadBound::NextOffset => state.next(),
         };
         if from > limit {
             return Err(StreamError::BeyondBound {
-                stream_id: shared.id,
+                stream_id: state.id,
                 offset: from,
                 bound: limit,
             });
@@ -502,7 +424,7 @@ impl Stream {
             return Ok(Vec::new());
         }
         // A reader keeping up with the writer is served by the tail cache alone.
-        if let Some(read) = shared.engine.caches().tail.get(shared.id, from, max_bytes) {
+        if let Some(read) = self.engine.caches.tail.get(state.id, from, max_bytes) {
             let batches: Vec<StreamBatch> = read
                 .batches
                 .into_iter()
@@ -520,20 +442,20 @@ impl Stream {
         // Data moves from the log cache to objects under our feet; a miss in the cache means the
         // committed end moved past `from`, so look again.
         for _ in 0..16 {
-            let committed_end = shared.committed_end.load(Ordering::Acquire);
+            let committed_end = state.committed_end.load(Ordering::Acquire);
             if from >= committed_end {
-                if let Some(batches) = lock(&shared.log).read(from, to, max_bytes) {
+                if let Some(batches) = lock(&state.log).read(from, to, max_bytes) {
                     return Ok(batches);
                 }
                 continue;
             }
-            return shared
+            return self
                 .engine
-                .read_committed(shared, from, to.min(committed_end), max_bytes)
+                .read_committed(state, from, to.min(committed_end), max_bytes)
                 .await;
         }
         Err(StreamError::Inconsistent {
-            stream_id: shared.id,
+            stream_id: state.id,
             message: format!("offset {from} is neither in the log cache nor committed"),
         })
     }
@@ -546,48 +468,71 @@ impl Stream {
         let wait = confirm.wait_for(|c| *c > offset);
         match tokio::time::timeout_at(deadline.into(), wait).await {
             Ok(Ok(value)) => *value,
-            _ => self.shared.confirm(),
+            _ => self.state.confirm(),
         }
     }
 
     /// Moves the start offset forward to `offset` (not beyond the confirm offset). Objects wholly
     /// below it become garbage.
     pub async fn trim(&self, offset: u64) -> Result<()> {
-        let shared = &self.shared;
-        let confirm = shared.confirm();
+        let state = &self.state;
+        let confirm = state.confirm();
         if offset > confirm {
             return Err(StreamError::TrimBeyondConfirm {
-                stream_id: shared.id,
+                stream_id: state.id,
                 offset,
                 confirm,
             });
         }
-        if offset > shared.committed_end.load(Ordering::Acquire) {
-            shared.engine.compact_now().await?;
+        if offset > state.committed_end.load(Ordering::Acquire) {
+            compaction::compact(&self.engine).await?;
         }
-        let record = shared
+        let record = self
             .engine
-            .metadata()
-            .trim_stream(shared.id, shared.epoch, offset)
+            .metadata
+            .trim_stream(state.id, state.epoch, offset)
             .await?;
-        shared.set_start(record.start_offset);
-        shared
-            .engine
-            .caches()
-            .tail
-            .trim(shared.id, record.start_offset);
+        state.set_start(record.start_offset);
+        self.engine.caches.tail.trim(state.id, record.start_offset);
         Ok(())
     }
 
     /// Closes the stream so another node can open it: refuses new appends, waits for the ones
     /// in flight, commits everything into objects and marks the stream closed in the metadata.
     pub async fn close(&self) -> Result<()> {
-        self.shared.engine.close_stream(&self.shared).await
+        let (state, engine) = (&self.state, &self.engine);
+        let next = state.close_appends();
+        self.drain(next).await?;
+        compaction::compact(engine).await?;
+        engine.metadata.close_stream(state.id, state.epoch).await?;
+        engine.forget(state.id);
+        engine.caches.tail.remove_stream(state.id);
+        Ok(())
     }
 
     /// Deletes the stream: refuses new appends and removes it from the metadata. Its objects
     /// become garbage.
     pub async fn destroy(&self) -> Result<()> {
-        self.shared.engine.destroy_stream(&self.shared).await
+        let (state, engine) = (&self.state, &self.engine);
+        state.close_appends();
+        engine.metadata.delete_stream(state.id, state.epoch).await?;
+        engine.forget(state.id);
+        lock(&state.log).remove_below(u64::MAX);
+        engine.caches.tail.remove_stream(state.id);
+        Ok(())
+    }
+
+    /// Waits until every append accepted before `next` is durable (or the WAL failed).
+    async fn drain(&self, next: u64) -> Result<()> {
+        let writer = &self.engine.wal;
+        loop {
+            if self.state.confirm() >= next {
+                return Ok(());
+            }
+            if let Some(cause) = writer.failure() {
+                return Err(StreamError::Wal(WalError::Failed { cause }));
+            }
+            writer.flush().await;
+        }
     }
 }

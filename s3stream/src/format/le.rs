@@ -1,19 +1,32 @@
 //! Bounds-checked little-endian reads shared by the decoders of the WAL and committed objects.
 
-/// A checked read that came up short: what was asked at `position` and what was left.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Short {
-    pub(crate) position: usize,
-    pub(crate) needed: usize,
-    pub(crate) available: usize,
+/// A read that came up short: the field being read, where, and how many bytes it needed and
+/// found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("truncated in {field} at byte {position}: needed {needed} bytes, {available} left")]
+pub struct Truncated {
+    /// The field being read.
+    pub field: &'static str,
+    /// Byte position in the bytes being decoded.
+    pub position: usize,
+    /// Bytes needed.
+    pub needed: usize,
+    /// Bytes left.
+    pub available: usize,
 }
 
-/// `len` bytes at `position`, or how far short the buffer is.
-pub(crate) fn take(bytes: &[u8], position: usize, len: usize) -> Result<&[u8], Short> {
+/// `len` bytes at `position`, or how far short the buffer is for `field`.
+pub(crate) fn take<'a>(
+    bytes: &'a [u8],
+    position: usize,
+    len: usize,
+    field: &'static str,
+) -> Result<&'a [u8], Truncated> {
     bytes
         .get(position..)
         .and_then(|rest| rest.get(..len))
-        .ok_or(Short {
+        .ok_or(Truncated {
+            field,
             position,
             needed: len,
             available: bytes.len().saturating_sub(position),

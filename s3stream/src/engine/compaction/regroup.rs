@@ -1,12 +1,13 @@
-//! The second pass over stream-set objects: regrouping many streams' small pieces by stream.
+//! Regrouping: stream-set objects written again, many streams' small pieces grouped by stream.
 //!
 //! A stream-set object (an adopted WAL object, or one the compactor wrote) holds a few KiB of each
 //! of many streams, so a catch-up read of one stream meets one small block per object. When at
 //! least `merge_min_objects` stream-set objects smaller than half of `set_compaction_bytes` and
-//! of `max_object_bytes` exist, this pass takes the oldest of them, up to `set_compaction_bytes`, reads them whole (one GET each) and writes their live data again,
-//! grouped by stream: a stream with at least `stream_object_bytes` among them gets stream objects,
-//! the others share a new stream-set object (one per run of consecutive offsets of a stream, since
-//! an object holds one range per stream). Batches wholly below their stream's start offset, and
+//! of `max_object_bytes` exist, this pass takes the oldest of them, up to `set_compaction_bytes`,
+//! reads them whole (one GET each) and writes their live data again, grouped by stream: a stream
+//! with at least `stream_object_bytes` among them gets stream objects, the others share a new
+//! stream-set object (one per run of consecutive offsets of a stream, since an object holds one
+//! range per stream). Batches wholly below their stream's start offset, and
 //! ranges of deleted streams, are dropped, so partly trimmed objects give their space back too.
 //!
 //! The commit removes the old objects and adds the new ones in one transaction; it names no
@@ -19,17 +20,17 @@ use std::sync::atomic::Ordering;
 
 use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord};
 
-use super::EngineShared;
-use super::compactor::Part;
-use super::maintenance::start_of;
-use super::reader::corrupt;
+use super::gc::start_of;
+use super::writer::{Part, commit, write_all};
+use crate::batch::StreamBatch;
+use crate::engine::reader::corrupt;
+use crate::engine::shared::EngineShared;
 use crate::error::Result;
-use crate::log_cache::StreamBatch;
-use crate::object;
+use crate::format::object;
 
 /// Regroups the oldest stream-set objects if enough are waiting. Returns the objects it
 /// replaced (out of the metadata, to be deleted after the grace period).
-pub(crate) async fn run_once(engine: &EngineShared) -> Result<Vec<ObjectRecord>> {
+pub(super) async fn regroup(engine: &EngineShared) -> Result<Vec<ObjectRecord>> {
     let settings = &engine.settings.compaction;
     if settings.set_compaction_bytes == 0 {
         return Ok(Vec::new());
@@ -135,13 +136,13 @@ pub(crate) async fn run_once(engine: &EngineShared) -> Result<Vec<ObjectRecord>>
                 .map(|set| (ObjectKind::StreamSet, set.iter().collect())),
         )
         .collect();
-    let added = super::compactor::write_all(&context, jobs).await?;
+    let added = write_all(&context, jobs).await?;
     let request = CommitRequest {
         add_objects: added.clone(),
         remove_objects: window.iter().map(|o| o.id).collect(),
         ..CommitRequest::default()
     };
-    super::compactor::commit(&context, request, &added).await?;
+    commit(&context, request, &added).await?;
     tracing::info!(
         objects = window.len(),
         bytes,

@@ -11,23 +11,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
-/// A batch as streams hand it out: its offsets and its opaque bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamBatch {
-    /// Offset of the batch's first record.
-    pub base_offset: u64,
-    /// Offsets the batch covers.
-    pub count: u32,
-    /// The batch bytes.
-    pub payload: Bytes,
-}
-
-impl StreamBatch {
-    /// The offset after the batch.
-    pub fn end_offset(&self) -> u64 {
-        self.base_offset + u64::from(self.count)
-    }
-}
+use crate::batch::StreamBatch;
 
 struct Entry {
     count: u32,
@@ -37,16 +21,14 @@ struct Entry {
 
 /// One stream's uncommitted batches, keyed by base offset; contiguous by construction.
 #[derive(Default)]
-pub struct LogCache {
+pub(crate) struct LogCache {
     entries: BTreeMap<u64, Entry>,
-    bytes: usize,
 }
 
 impl LogCache {
     /// Adds a batch at the end. The caller (the stream, under its sequencing lock) guarantees
     /// contiguity.
-    pub fn push(&mut self, batch: StreamBatch, permit: Option<OwnedSemaphorePermit>) {
-        self.bytes += batch.payload.len();
+    pub(crate) fn push(&mut self, batch: StreamBatch, permit: Option<OwnedSemaphorePermit>) {
         self.entries.insert(
             batch.base_offset,
             Entry {
@@ -60,7 +42,7 @@ impl LogCache {
     /// Batches from the one holding `from` up to `to` (exclusive bound on base offsets), at
     /// most `max_bytes` of payload but always at least one batch. `None` when `from` is not in
     /// the cache (below its first batch, or already removed).
-    pub fn read(&self, from: u64, to: u64, max_bytes: usize) -> Option<Vec<StreamBatch>> {
+    pub(crate) fn read(&self, from: u64, to: u64, max_bytes: usize) -> Option<Vec<StreamBatch>> {
         let (&first, entry) = self.entries.range(..=from).next_back()?;
         if first + u64::from(entry.count) <= from {
             return None;
@@ -82,7 +64,7 @@ impl LogCache {
     }
 
     /// Every batch starting at or after `from` whose end is at most `to`, for the compactor.
-    pub fn between(&self, from: u64, to: u64) -> Vec<StreamBatch> {
+    pub(crate) fn between(&self, from: u64, to: u64) -> Vec<StreamBatch> {
         self.entries
             .range(from..)
             .take_while(|(base, entry)| **base + u64::from(entry.count) <= to)
@@ -95,30 +77,18 @@ impl LogCache {
     }
 
     /// Drops every batch that ends at or below `offset` (committed into objects, or trimmed).
-    pub fn remove_below(&mut self, offset: u64) {
+    pub(crate) fn remove_below(&mut self, offset: u64) {
         while let Some(entry) = self.entries.first_entry() {
             if *entry.key() + u64::from(entry.get().count) > offset {
                 break;
             }
-            self.bytes -= entry.get().payload.len();
             entry.remove();
         }
     }
 
     /// Drops every batch at or above `offset` (appends that failed to become durable).
-    pub fn remove_from(&mut self, offset: u64) {
-        let removed = self.entries.split_off(&offset);
-        self.bytes -= removed.values().map(|e| e.payload.len()).sum::<usize>();
-    }
-
-    /// Payload bytes held.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+    pub(crate) fn remove_from(&mut self, offset: u64) {
+        self.entries.split_off(&offset);
     }
 }
 
@@ -164,16 +134,18 @@ mod tests {
     }
 
     #[test]
-    fn removal_keeps_the_byte_count() {
+    fn removal_drops_exactly_what_it_names() {
         let mut cache = filled();
-        assert_eq!(cache.bytes(), 300);
+        let held = |cache: &LogCache| -> Vec<u64> {
+            let all = cache.between(0, u64::MAX);
+            all.iter().map(|b| b.base_offset).collect()
+        };
         assert_eq!(cache.between(0, 16).len(), 2);
         assert_eq!(cache.between(15, 16).len(), 1);
         cache.remove_below(16);
-        assert_eq!(cache.bytes(), 100);
+        assert_eq!(held(&cache), [16]);
         assert!(cache.read(15, 100, usize::MAX).is_none());
         cache.remove_from(16);
-        assert!(cache.is_empty());
-        assert_eq!(cache.bytes(), 0);
+        assert!(held(&cache).is_empty());
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! # Version 2 (written)
 //!
-//! A version-2 WAL object is laid out as a committed object (see [`crate::object`]: data blocks
+//! A version-2 WAL object is laid out as a committed object (see [`super::object`]: data blocks
 //! of one stream's consecutive batches, each with a CRC32C, then an index and a footer ending in
 //! `MKOB`), with a WAL section between the last block and the index. The compactor can therefore
 //! commit a large WAL object as a stream-set object as it is, without writing its bytes again;
@@ -29,32 +29,11 @@
 //! | 8n+10 | 2 | reserved | 0 |
 //! | 8n+12 | 4 | magic | `MKWL` |
 //!
-//! # Version 1 (read only, for WAL objects written before version 2)
+//! # Version 1 (never released)
 //!
-//! Object header (16 bytes):
-//!
-//! | position | size | field | meaning |
-//! |---|---|---|---|
-//! | 0 | 4 | magic | `MKWL` |
-//! | 4 | 2 | version | 1 |
-//! | 6 | 2 | reserved | 0 |
-//! | 8 | 4 | record_count | records that follow |
-//! | 12 | 4 | header_crc | CRC32C of bytes 0..12 |
-//!
-//! Then `record_count` records in submission order, each a 36-byte record header followed by
-//! its payload:
-//!
-//! | position | size | field | meaning |
-//! |---|---|---|---|
-//! | 0 | 8 | stream_id | the stream the batch belongs to |
-//! | 8 | 8 | epoch | the stream's epoch when the batch was appended |
-//! | 16 | 8 | base_offset | offset of the batch's first record |
-//! | 24 | 4 | count | offsets the batch covers (at least 1) |
-//! | 28 | 4 | payload_len | bytes of payload that follow |
-//! | 32 | 4 | crc | CRC32C of bytes 0..32 of this header, then of the payload |
-//! | 36 | payload_len | payload | the batch, opaque to s3stream |
-//!
-//! Nothing follows the last record.
+//! Version 1 put the magic and version first and the records after them, each with its own
+//! CRC32C. No release wrote it; an object that starts with `MKWL` and is no version-2 object is
+//! refused as [`WalFormatError::UnsupportedVersion`].
 //!
 //! Decoding never panics: every length is checked before it is used.
 
@@ -62,22 +41,15 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use mink_metadata::StreamRange;
 
-use crate::le::{u32_at, u64_at};
-use crate::object::{self, BlockEntry, FramedBatch, ObjectBuilder, ObjectFormatError};
+use super::le::{Truncated, take, u32_at, u64_at};
+use super::object::{self, BlockEntry, FramedBatch, ObjectBuilder, ObjectFormatError};
 
-/// The WAL's magic: the last bytes of the WAL section (version 2), the first bytes of a
-/// version-1 object.
+/// The WAL's magic: the last bytes of the WAL section (version 2; version 1 began with it).
 pub const WAL_MAGIC: [u8; 4] = *b"MKWL";
 /// The version this module writes.
 pub const WAL_VERSION: u16 = 2;
-/// The older version this module still reads.
-pub const WAL_VERSION_1: u16 = 1;
-/// Bytes of the WAL section's trailer (version 2).
+/// Bytes of the WAL section's trailer.
 pub const SECTION_TRAILER_LEN: usize = 16;
-/// Bytes of a version-1 object header.
-pub const OBJECT_HEADER_LEN: usize = 16;
-/// Bytes of a version-1 record header.
-pub const RECORD_HEADER_LEN: usize = 36;
 
 /// One appended batch as the WAL carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,21 +105,10 @@ pub struct WalSpan {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WalFormatError {
-    /// The object ended inside a header or payload.
-    #[error(
-        "WAL object truncated in {field} at byte {position}: needed {needed} bytes, {available} left"
-    )]
-    Truncated {
-        /// The field being read.
-        field: &'static str,
-        /// Byte position in the object.
-        position: usize,
-        /// Bytes needed.
-        needed: usize,
-        /// Bytes left.
-        available: usize,
-    },
-    /// The object does not start with [`WAL_MAGIC`].
+    /// The object ended inside a field.
+    #[error("WAL object {0}")]
+    Truncated(#[from] Truncated),
+    /// The WAL section does not end with [`WAL_MAGIC`].
     #[error("not a WAL object: magic {found:02x?}, expected {WAL_MAGIC:02x?}")]
     BadMagic {
         /// The first four bytes.
@@ -173,23 +134,9 @@ pub enum WalFormatError {
         /// The checksum of the bytes read.
         computed: u32,
     },
-    /// A record claims to cover no offsets.
-    #[error("WAL record at byte {position} covers no offsets")]
-    EmptyRecord {
-        /// Byte position of the record header.
-        position: usize,
-    },
-    /// The blocks, index or footer (version 2) are damaged.
+    /// The blocks, index or footer are damaged.
     #[error("WAL object layout: {0}")]
     Layout(#[from] ObjectFormatError),
-    /// Bytes remain after the last record (version 1).
-    #[error("WAL object has {extra} bytes after its last record (at byte {position})")]
-    TrailingBytes {
-        /// Where the extra bytes start.
-        position: usize,
-        /// How many there are.
-        extra: usize,
-    },
 }
 
 /// Encodes `records` (in submission order) as one WAL object with data blocks of about
@@ -260,23 +207,33 @@ fn spans(index: &[BlockEntry], epochs: &[u64]) -> Vec<WalSpan> {
     spans
 }
 
-/// Decodes a WAL object of either version: its records, by stream then offset (version 2) or
-/// in submission order (version 1). Payloads share the object's buffer (no copy).
+/// Decodes a WAL object: its records, by stream, then epoch, then offset. Payloads share the
+/// object's buffer (no copy).
 pub fn decode(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
-    if is_version_1(object) {
-        return decode_v1(object);
-    }
+    decode_blocks(object).map_err(|error| match leading_version(object) {
+        Some(found) => WalFormatError::UnsupportedVersion { found },
+        None => error,
+    })
+}
+
+/// The version an object names when it is laid out as version 1 was (the magic first, then
+/// the version), which this build does not read.
+fn leading_version(object: &[u8]) -> Option<u16> {
+    let head = object.get(..6)?;
+    (head[..4] == WAL_MAGIC).then(|| u16::from_le_bytes([head[4], head[5]]))
+}
+
+fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
     let (index_range, index) = object::decode_object_index(object)?;
     let section_end = index_range.start as usize;
-    let trailer_start =
-        section_end
-            .checked_sub(SECTION_TRAILER_LEN)
-            .ok_or(WalFormatError::Truncated {
-                field: "WAL section",
-                position: 0,
-                needed: SECTION_TRAILER_LEN,
-                available: section_end,
-            })?;
+    let trailer_start = section_end
+        .checked_sub(SECTION_TRAILER_LEN)
+        .ok_or(Truncated {
+            field: "WAL section",
+            position: 0,
+            needed: SECTION_TRAILER_LEN,
+            available: section_end,
+        })?;
     let trailer = take(object, trailer_start, SECTION_TRAILER_LEN, "WAL section")?;
     let magic = [trailer[12], trailer[13], trailer[14], trailer[15]];
     if magic != WAL_MAGIC {
@@ -300,14 +257,12 @@ pub fn decode(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
         ))
         .into());
     }
-    let section_start = trailer_start
-        .checked_sub(count * 8)
-        .ok_or(WalFormatError::Truncated {
-            field: "WAL epochs",
-            position: 0,
-            needed: count * 8,
-            available: trailer_start,
-        })?;
+    let section_start = trailer_start.checked_sub(count * 8).ok_or(Truncated {
+        field: "WAL epochs",
+        position: 0,
+        needed: count * 8,
+        available: trailer_start,
+    })?;
     let covered = take(object, section_start, count * 8 + 4, "WAL section")?;
     let stored = u32_at(trailer, 4);
     let computed = crc32c::crc32c(covered);
@@ -340,93 +295,6 @@ pub fn decode(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
         }
     }
     Ok(records)
-}
-
-/// Whether `object` starts with a valid version-1 header.
-fn is_version_1(object: &[u8]) -> bool {
-    let Ok(header) = take(object, 0, OBJECT_HEADER_LEN, "object header") else {
-        return false;
-    };
-    header[..4] == WAL_MAGIC
-        && u16::from_le_bytes([header[4], header[5]]) == WAL_VERSION_1
-        && u32_at(header, 12) == crc32c::crc32c(&header[..12])
-}
-
-/// Decodes a version-1 WAL object.
-fn decode_v1(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
-    let header = take(object, 0, OBJECT_HEADER_LEN, "object header")?;
-    let magic = [header[0], header[1], header[2], header[3]];
-    if magic != WAL_MAGIC {
-        return Err(WalFormatError::BadMagic { found: magic });
-    }
-    let stored = u32_at(header, 12);
-    let computed = crc32c::crc32c(&header[..12]);
-    if stored != computed {
-        return Err(WalFormatError::CrcMismatch {
-            field: "object header",
-            position: 0,
-            stored,
-            computed,
-        });
-    }
-    let version = u16::from_le_bytes([header[4], header[5]]);
-    if version != WAL_VERSION_1 {
-        return Err(WalFormatError::UnsupportedVersion { found: version });
-    }
-    let count = u32_at(header, 8) as usize;
-    // Never trust the count for an allocation larger than the object could hold.
-    let mut records = Vec::with_capacity(count.min(object.len() / RECORD_HEADER_LEN));
-    let mut position = OBJECT_HEADER_LEN;
-    for _ in 0..count {
-        let head = take(object, position, RECORD_HEADER_LEN, "record header")?;
-        let record_count = u32_at(head, 24);
-        let payload_len = u32_at(head, 28) as usize;
-        let stored = u32_at(head, 32);
-        let payload_start = position + RECORD_HEADER_LEN;
-        let payload = take(object, payload_start, payload_len, "record payload")?;
-        let computed = crc32c::crc32c_append(crc32c::crc32c(&head[..32]), payload);
-        if stored != computed {
-            return Err(WalFormatError::CrcMismatch {
-                field: "record",
-                position,
-                stored,
-                computed,
-            });
-        }
-        if record_count == 0 {
-            return Err(WalFormatError::EmptyRecord { position });
-        }
-        records.push(WalRecord {
-            stream_id: u64_at(head, 0),
-            epoch: u64_at(head, 8),
-            base_offset: u64_at(head, 16),
-            count: record_count,
-            payload: object.slice(payload_start..payload_start + payload_len),
-        });
-        position = payload_start + payload_len;
-    }
-    if position != object.len() {
-        return Err(WalFormatError::TrailingBytes {
-            position,
-            extra: object.len() - position,
-        });
-    }
-    Ok(records)
-}
-
-/// `len` bytes at `position`, or a truncation error naming `field`.
-fn take<'a>(
-    bytes: &'a [u8],
-    position: usize,
-    len: usize,
-    field: &'static str,
-) -> Result<&'a [u8], WalFormatError> {
-    crate::le::take(bytes, position, len).map_err(|short| WalFormatError::Truncated {
-        field,
-        position: short.position,
-        needed: short.needed,
-        available: short.available,
-    })
 }
 
 #[cfg(test)]
@@ -579,61 +447,18 @@ mod tests {
         ));
     }
 
-    /// A version-1 object, as earlier builds wrote it.
-    fn encode_v1(records: &[WalRecord]) -> Bytes {
-        let mut buf = BytesMut::new();
-        buf.put_slice(&WAL_MAGIC);
-        buf.put_u16_le(WAL_VERSION_1);
-        buf.put_u16_le(0);
-        buf.put_u32_le(records.len() as u32);
-        let crc = crc32c::crc32c(&buf[..12]);
-        buf.put_u32_le(crc);
-        for record in records {
-            let start = buf.len();
-            buf.put_u64_le(record.stream_id);
-            buf.put_u64_le(record.epoch);
-            buf.put_u64_le(record.base_offset);
-            buf.put_u32_le(record.count);
-            buf.put_u32_le(record.payload.len() as u32);
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[start..]), &record.payload);
-            buf.put_u32_le(crc);
-            buf.put_slice(&record.payload);
-        }
-        buf.freeze()
-    }
-
     #[test]
-    fn version_1_objects_are_still_read() {
-        let object = encode_v1(&sample());
-        assert_eq!(decode(&object).unwrap(), sample());
-        for len in 0..object.len() {
-            assert!(
-                decode(&object.slice(..len)).is_err(),
-                "v1 cut to {len} decoded"
-            );
-        }
-        for at in 0..object.len() {
-            let mut bytes = object.to_vec();
-            bytes[at] ^= 0x5a;
-            assert!(
-                decode(&Bytes::from(bytes)).is_err(),
-                "v1 flipped byte {at} decoded"
-            );
-        }
-        let mut bytes = object.to_vec();
-        bytes.push(0);
-        assert!(matches!(
-            decode(&Bytes::from(bytes)),
-            Err(WalFormatError::TrailingBytes { extra: 1, .. })
-        ));
-        let mut bytes = encode_v1(&[]).to_vec();
-        bytes[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes[..12]);
-        bytes[12..16].copy_from_slice(&crc.to_le_bytes());
-        assert!(matches!(
-            decode(&Bytes::from(bytes)),
-            Err(WalFormatError::Truncated { .. })
-        ));
+    fn version_1_objects_are_refused_as_unsupported() {
+        // The header of version 1: magic, version, reserved, record count, header CRC.
+        let mut head = WAL_MAGIC.to_vec();
+        head.extend_from_slice(&1u16.to_le_bytes());
+        head.extend_from_slice(&[0; 6]);
+        let crc = crc32c::crc32c(&head);
+        head.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode(&Bytes::from(head)),
+            Err(WalFormatError::UnsupportedVersion { found: 1 })
+        );
     }
 
     fn records() -> impl proptest::strategy::Strategy<Value = Vec<WalRecord>> {

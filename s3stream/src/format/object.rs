@@ -51,9 +51,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use mink_metadata::StreamRange;
 
-use crate::le::{u32_at, u64_at};
+use super::le::{Truncated, take, u32_at, u64_at};
 
-use crate::log_cache::StreamBatch;
+use crate::batch::StreamBatch;
 
 /// Last bytes of every committed object.
 pub const OBJECT_MAGIC: [u8; 4] = *b"MKOB";
@@ -73,19 +73,8 @@ pub const FRAME_HEADER_LEN: usize = 16;
 #[non_exhaustive]
 pub enum ObjectFormatError {
     /// The bytes ended inside a field.
-    #[error(
-        "object truncated in {field} at byte {position}: needed {needed} bytes, {available} left"
-    )]
-    Truncated {
-        /// The field being read.
-        field: &'static str,
-        /// Byte position in the part being decoded.
-        position: usize,
-        /// Bytes needed.
-        needed: usize,
-        /// Bytes left.
-        available: usize,
-    },
+    #[error("object {0}")]
+    Truncated(#[from] Truncated),
     /// The footer does not end with [`OBJECT_MAGIC`].
     #[error("not a committed object: footer magic {found:02x?}, expected {OBJECT_MAGIC:02x?}")]
     BadMagic {
@@ -471,21 +460,6 @@ pub fn decode_block(
         )));
     }
     Ok(batches)
-}
-
-/// `len` bytes at `position`, or a truncation error naming `field`.
-fn take<'a>(
-    bytes: &'a [u8],
-    position: usize,
-    len: usize,
-    field: &'static str,
-) -> Result<&'a [u8], ObjectFormatError> {
-    crate::le::take(bytes, position, len).map_err(|short| ObjectFormatError::Truncated {
-        field,
-        position: short.position,
-        needed: short.needed,
-        available: short.available,
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,67 @@
+//! The settings of compaction and of its second pass (merging, regrouping, garbage).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Settings of compaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionSettings {
+    /// A round runs at least this often when there is data. Default 2 s.
+    #[serde(with = "crate::duration_ms")]
+    pub interval: Duration,
+    /// A round starts early when this many bytes await compaction. Default 32 MiB.
+    pub trigger_bytes: u64,
+    /// A stream with at least this many bytes in a round gets its own stream object; smaller
+    /// ones share a stream-set object. Default 8 MiB.
+    pub stream_object_bytes: u64,
+    /// Data blocks in committed objects are cut at about this size. Default 1 MiB.
+    pub block_bytes: usize,
+    /// Objects that compaction, merges and regrouping write are cut at about this size (a
+    /// stream's batches continue in the next object), which bounds a PUT and the memory that
+    /// builds it. Default 64 MiB.
+    pub max_object_bytes: usize,
+    /// A WAL object of at least this many bytes is committed as a stream-set object as it is
+    /// (its bytes are not written a second time) when the WAL and data stores are the same;
+    /// smaller ones are rewritten. Under load, group commits reach `wal.max_object_bytes` and are
+    /// adopted; a quiet node's small WAL objects are gathered into larger objects. Default 4 MiB.
+    pub adopt_wal_object_bytes: u64,
+    /// Wait after a failed round. Default 1 s.
+    #[serde(with = "crate::duration_ms")]
+    pub retry_backoff: Duration,
+    /// How often the second pass runs (merging small stream objects, regrouping stream-set
+    /// objects by stream, collecting garbage). Default 60 s.
+    #[serde(with = "crate::duration_ms")]
+    pub maintenance_interval: Duration,
+    /// A run of at least this many consecutive small stream objects of one stream is merged into
+    /// one; stream-set objects are regrouped by stream once at least this many exist. Default 4.
+    pub merge_min_objects: usize,
+    /// Bytes of stream-set objects (oldest first, each smaller than half of this and of
+    /// `max_object_bytes`) the second pass
+    /// reads and writes again, grouped by stream, per run; it holds them in memory meanwhile.
+    /// 0 turns regrouping off. Default 256 MiB.
+    pub set_compaction_bytes: u64,
+    /// Objects removed from the metadata (merged or garbage) are deleted from the store after
+    /// this, so reads that looked them up just before still find them. Default 30 s.
+    #[serde(with = "crate::duration_ms")]
+    pub delete_grace: Duration,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        CompactionSettings {
+            interval: Duration::from_secs(2),
+            trigger_bytes: 32 << 20,
+            stream_object_bytes: 8 << 20,
+            block_bytes: 1 << 20,
+            max_object_bytes: 64 << 20,
+            adopt_wal_object_bytes: 4 << 20,
+            retry_backoff: Duration::from_secs(1),
+            maintenance_interval: Duration::from_secs(60),
+            merge_min_objects: 4,
+            set_compaction_bytes: 256 << 20,
+            delete_grace: Duration::from_secs(30),
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Every byte layout s3stream writes to storage, each a byte table in its module's doc.
+//!
+//! - [`object`]: committed objects (`MKOB`, version 1): blocks of one stream's batches, each with
+//!   a CRC32C, then an index and a footer. Stream-set and stream objects share it.
+//! - [`wal`]: WAL objects (version 2): the committed-object layout with a WAL section of
+//!   per-block epochs ending in `MKWL`, so a WAL object can be committed as it is.
+//! - `le`: the bounds-checked little-endian reads both decoders use.
+//!
+//! Decoders take untrusted bytes: they check every length and never panic.
+
+mod le;
+pub mod object;
+pub mod wal;
+
+pub use le::Truncated;
