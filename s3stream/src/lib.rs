@@ -20,7 +20,6 @@
 //! `mink-cache`.
 
 mod batch;
-mod duration_ms;
 pub mod engine;
 pub mod error;
 pub mod failpoints;

@@ -64,7 +64,6 @@
 //! whichever comes first, which bounds the replay after a crash. A snapshot holds only entries below
 //! the high watermark it was taken at.
 
-mod clock;
 mod error;
 pub mod registry;
 mod schemas;
@@ -73,8 +72,10 @@ mod stream;
 mod tablet;
 pub mod writers;
 
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{ErrorKind, Result, TabletError};
+#[cfg(feature = "test-util")]
+pub use mink_runtime::ManualClock;
+pub use mink_runtime::{Clock, SystemClock};
 pub use registry::TabletId;
 pub use schemas::{Schemas, StaticSchemas};
 pub use settings::TabletSettings;

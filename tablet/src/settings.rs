@@ -10,14 +10,14 @@ use serde::{Deserialize, Serialize};
 pub struct TabletSettings {
     /// A writer idle for longer than this (no batch committed) is forgotten: its next batch may carry
     /// any sequence and restarts its window. Default 7 days.
-    #[serde(with = "duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub writer_ttl: Duration,
     /// A writer-window snapshot is written after this many appends since the last one, which bounds
     /// the replay after a crash. Default 1000.
     pub snapshot_every_appends: u64,
     /// A writer-window snapshot is written when an append comes this long after the last snapshot.
     /// Default 60 s.
-    #[serde(with = "duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub snapshot_interval: Duration,
     /// Largest append request in bytes. Default 64 MiB.
     pub max_request_bytes: u64,
@@ -37,20 +37,5 @@ impl Default for TabletSettings {
             max_request_batches: 10_000,
             replay_fetch_bytes: 4 << 20,
         }
-    }
-}
-
-/// Durations as whole milliseconds in serialised settings.
-mod duration_ms {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
     }
 }

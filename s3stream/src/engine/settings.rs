@@ -28,7 +28,7 @@ pub struct EngineSettings {
     /// (back-pressure). Default 512 MiB.
     pub max_uncompacted_bytes: u64,
     /// How long an append waits under back-pressure before failing. Default 30 s.
-    #[serde(with = "crate::duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub backpressure_timeout: Duration,
 }
 

@@ -17,8 +17,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::rng::SeededRng;
 use super::{ObjectMeta, ObjectStorage, PutResult, Result, StorageError, StorageOp};
+use mink_runtime::SeededRng;
 
 /// The kind of failure to inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

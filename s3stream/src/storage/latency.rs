@@ -16,8 +16,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::rng::SeededRng;
 use super::{ObjectMeta, ObjectStorage, PutResult, Result};
+use mink_runtime::SeededRng;
 
 /// The standard normal distribution's 99th percentile.
 const Z99: f64 = 2.326_347_874_040_841;

@@ -29,8 +29,6 @@ mod counting;
 mod faulty;
 #[cfg(feature = "test-util")]
 mod latency;
-#[cfg(feature = "test-util")]
-mod rng;
 
 use std::fmt::Debug;
 use std::ops::Range;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use mink_runtime::{Backoff, Retryable};
 
 use super::writer::WalWriter;
 use crate::format::wal::{self, WalFormatError, WalRecord};
@@ -18,8 +19,9 @@ use crate::storage::{ObjectStorage, StorageError};
 
 /// GETs in flight while replaying.
 const REPLAY_CONCURRENCY: usize = 8;
-/// Attempts of a GET that fails with a retryable error.
-const REPLAY_ATTEMPTS: u32 = 8;
+/// Delays between attempts of a GET that fails with a retryable error (eight attempts).
+const READ_BACKOFF: Backoff =
+    Backoff::new(Duration::from_millis(20), Duration::from_secs(2)).with_max_retries(7);
 
 /// One WAL object read back.
 #[derive(Debug, Clone)]
@@ -98,24 +100,21 @@ async fn read(
     storage: &Arc<dyn ObjectStorage>,
     key: &str,
 ) -> Result<Option<bytes::Bytes>, ReplayError> {
-    let mut backoff = Duration::from_millis(20);
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
+    let get = || async {
         match storage.get(key).await {
-            Ok(bytes) => return Ok(Some(bytes)),
-            Err(StorageError::NotFound { .. }) => return Ok(None),
-            Err(error) if error.is_retryable() && attempt < REPLAY_ATTEMPTS => {
-                tracing::warn!(%key, %error, "reading WAL object failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-            }
-            Err(source) => {
-                return Err(ReplayError::Storage {
-                    key: key.to_owned(),
-                    source,
-                });
-            }
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(StorageError::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error),
         }
-    }
+    };
+    get.retry(READ_BACKOFF.builder())
+        .when(StorageError::is_retryable)
+        .notify(|error, delay| {
+            tracing::warn!(%key, %error, ?delay, "reading WAL object failed; retrying");
+        })
+        .await
+        .map_err(|source| ReplayError::Storage {
+            key: key.to_owned(),
+            source,
+        })
 }

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use mink_runtime::Backoff;
 use serde::{Deserialize, Serialize};
 
 use crate::failpoints::{self, Failpoints};
@@ -60,15 +61,23 @@ pub struct WalSettings {
     /// Data blocks in WAL objects are cut at about this size (WAL objects are laid out like
     /// committed objects, so that the compactor can commit a large one as it is). Default 1 MiB.
     pub block_bytes: usize,
-    /// First retry delay of a failed PUT; doubles per attempt. Default 20 ms.
-    #[serde(with = "crate::duration_ms")]
+    /// First retry delay of a failed PUT; doubles per attempt, each delay stretched by a random
+    /// jitter of up to its own length. Default 20 ms.
+    #[serde(with = "mink_runtime::duration_ms")]
     pub retry_initial_backoff: Duration,
     /// Largest retry delay. Default 1 s.
-    #[serde(with = "crate::duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub retry_max_backoff: Duration,
     /// How long a PUT keeps being retried before its appends fail. Default 30 s.
-    #[serde(with = "crate::duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub retry_deadline: Duration,
+}
+
+impl WalSettings {
+    /// The delays between attempts of a failed PUT or id reservation.
+    fn retry_backoff(&self) -> Backoff {
+        Backoff::new(self.retry_initial_backoff, self.retry_max_backoff)
+    }
 }
 
 impl Default for WalSettings {
@@ -389,15 +398,15 @@ impl WalWriter {
         tokio::spawn(async move {
             let settings = &writer.inner.settings;
             let started = Instant::now();
-            let mut backoff = settings.retry_initial_backoff;
+            let mut delays = settings.retry_backoff().delays();
             let outcome = loop {
                 match writer.inner.id_source.reserve().await {
                     Ok(ids) => break Ok(ids),
                     Err(error) if started.elapsed() >= settings.retry_deadline => break Err(error),
                     Err(error) => {
+                        let backoff = delays.next().unwrap_or(settings.retry_max_backoff);
                         tracing::warn!(%error, ?backoff, "reserving WAL ids failed; retrying");
                         tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(settings.retry_max_backoff);
                     }
                 }
             };
@@ -425,7 +434,7 @@ impl WalWriter {
             wal::encode(records, self.inner.settings.block_bytes);
         let settings = &self.inner.settings;
         let started = Instant::now();
-        let mut backoff = settings.retry_initial_backoff;
+        let mut delays = settings.retry_backoff().delays();
         let mut attempts = 0u32;
         loop {
             attempts += 1;
@@ -458,13 +467,13 @@ impl WalWriter {
                             source: Arc::new(error),
                         });
                     }
+                    let backoff = delays.next().unwrap_or(settings.retry_max_backoff);
                     tracing::warn!(%key, attempts, %error, ?backoff, "WAL PUT failed; retrying");
                     self.inner
                         .metrics
                         .put_retries
                         .fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(settings.retry_max_backoff);
                 }
             }
         }

@@ -20,13 +20,13 @@ use mink_metadata::Metadata;
 use mink_s3stream::error::StreamError;
 use tokio::sync::watch;
 
-use crate::clock::Clock;
 use crate::error::TabletError;
 use crate::registry::TabletId;
 use crate::schemas::Schemas;
 use crate::settings::TabletSettings;
 use crate::stream::LogStream;
 use crate::writers::{Windows, WriterState};
+use mink_runtime::Clock;
 
 pub use open::TabletBuilder;
 pub use types::{

@@ -10,13 +10,13 @@ use mink_s3stream::engine::Engine;
 use mink_s3stream::stream::ReadBound;
 
 use super::{Inner, Sequencing, Tablet};
-use crate::clock::{Clock, SystemClock};
 use crate::error::{Result, TabletError};
 use crate::registry::{self, TabletId};
 use crate::schemas::Schemas;
 use crate::settings::TabletSettings;
 use crate::stream::{LogStream, StreamLayer};
 use crate::writers::{Entry, Windows, snapshot};
+use mink_runtime::{Clock, SystemClock};
 
 /// Opens or creates a [`Tablet`]; see the crate documentation.
 pub struct TabletBuilder {

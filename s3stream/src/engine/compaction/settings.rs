@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct CompactionSettings {
     /// A round runs at least this often when there is data. Default 2 s.
-    #[serde(with = "crate::duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub interval: Duration,
     /// A round starts early when this many bytes await compaction. Default 32 MiB.
     pub trigger_bytes: u64,
@@ -28,11 +28,11 @@ pub struct CompactionSettings {
     /// adopted; a quiet node's small WAL objects are gathered into larger objects. Default 4 MiB.
     pub adopt_wal_object_bytes: u64,
     /// Wait after a failed round. Default 1 s.
-    #[serde(with = "crate::duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub retry_backoff: Duration,
     /// How often the second pass runs (merging small stream objects, regrouping stream-set
     /// objects by stream, collecting garbage). Default 60 s.
-    #[serde(with = "crate::duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub maintenance_interval: Duration,
     /// A run of at least this many consecutive small stream objects of one stream is merged into
     /// one; stream-set objects are regrouped by stream once at least this many exist. Default 4.
@@ -44,7 +44,7 @@ pub struct CompactionSettings {
     pub set_compaction_bytes: u64,
     /// Objects removed from the metadata (merged or garbage) are deleted from the store after
     /// this, so reads that looked them up just before still find them. Default 30 s.
-    #[serde(with = "crate::duration_ms")]
+    #[serde(with = "mink_runtime::duration_ms")]
     pub delete_grace: Duration,
 }
 

@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mink_metadata::{CommitRequest, Metadata, ObjectKind, ObjectRecord, WalCompacted};
+use mink_runtime::{Backoff, Retryable};
 
 use crate::batch::StreamBatch;
 use crate::engine::metrics::EngineMetrics;
@@ -22,7 +23,7 @@ use crate::engine::settings::EngineSettings;
 use crate::error::{Result, StreamError};
 use crate::failpoints::{self, Failpoints};
 use crate::format::object::ObjectBuilder;
-use crate::storage::ObjectStorage;
+use crate::storage::{ObjectStorage, StorageError};
 use crate::wal::WalWriter;
 
 /// One stream's batches to commit.
@@ -244,23 +245,19 @@ async fn remove_uncommitted(context: &CommitContext<'_>, objects: &[ObjectRecord
     }
 }
 
+/// Delays between attempts of an object PUT that fails with a retryable error (eight attempts).
+const UPLOAD_BACKOFF: Backoff =
+    Backoff::new(Duration::from_millis(50), Duration::from_secs(2)).with_max_retries(7);
+
 async fn put_with_retry(
     storage: &Arc<dyn ObjectStorage>,
     key: &str,
     bytes: bytes::Bytes,
 ) -> Result<()> {
-    let mut backoff = Duration::from_millis(50);
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match storage.put(key, bytes.clone()).await {
-            Ok(_) => return Ok(()),
-            Err(error) if error.is_retryable() && attempt < 8 => {
-                tracing::warn!(%key, %error, attempt, "object PUT failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-            }
-            Err(error) => return Err(error.into()),
-        }
-    }
+    let put = || storage.put(key, bytes.clone());
+    put.retry(UPLOAD_BACKOFF.builder())
+        .when(StorageError::is_retryable)
+        .notify(|error, delay| tracing::warn!(%key, %error, ?delay, "object PUT failed; retrying"))
+        .await?;
+    Ok(())
 }
