@@ -219,14 +219,6 @@ async fn rate_limit(State(state): State<Shared>, request: Request, next: Next) -
     response
 }
 
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 /// A duration from optional milliseconds, with a default and a cap.
 pub(crate) fn millis(asked: Option<u64>, default: Duration, cap_ms: u64) -> Duration {
     asked.map_or(default, |ms| Duration::from_millis(ms.min(cap_ms)))
