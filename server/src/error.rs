@@ -271,5 +271,112 @@ impl From<mink_metadata::MetaError> for ApiError {
     }
 }
 
+/// The tablet's errors in the API's taxonomy: this is where a tablet error gets its HTTP status
+/// (the tablet itself knows nothing of HTTP).
+impl From<mink_tablet::TabletError> for ApiError {
+    fn from(error: mink_tablet::TabletError) -> Self {
+        use mink_tablet::{ErrorKind, TabletError};
+        let message = error.to_string();
+        match error {
+            TabletError::OutOfOrderSequence {
+                writer_id,
+                expected,
+                received,
+                ..
+            } => ApiError::OutOfOrderSequence {
+                writer_id,
+                sequence: received,
+                expected,
+            },
+            TabletError::BelowLogStart { offset, log_start } => {
+                ApiError::OffsetTrimmed { offset, log_start }
+            }
+            TabletError::OffsetOutOfRange { offset, bound, .. } => ApiError::OffsetOutOfRange {
+                offset,
+                high_watermark: bound,
+            },
+            TabletError::FutureTimestamp { timestamp, now } => {
+                ApiError::FutureTimestamp { timestamp, now }
+            }
+            TabletError::TooLarge { limit, .. } => ApiError::PayloadTooLarge {
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            },
+            other => match other.kind() {
+                ErrorKind::InvalidBatch => ApiError::InvalidBatch { message },
+                ErrorKind::UnknownSchema => ApiError::invalid("unknown_schema", message),
+                ErrorKind::InvalidProjection => ApiError::invalid("unknown_column", message),
+                ErrorKind::OffsetOutOfRange => ApiError::invalid("invalid_range", message),
+                ErrorKind::NotFound => ApiError::NoSuchBucket { message },
+                ErrorKind::AlreadyExists | ErrorKind::Fenced => ApiError::Conflict { message },
+                ErrorKind::Closed | ErrorKind::Backpressure | ErrorKind::Unavailable => {
+                    ApiError::Unavailable { message }
+                }
+                _ => ApiError::Internal { message },
+            },
+        }
+    }
+}
+
 /// Result alias of the API.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use mink_tablet::{Isolation, TabletError};
+
+    use super::*;
+
+    #[test]
+    fn tablet_errors_get_their_status_and_kind() {
+        let cases = [
+            (
+                TabletError::TooLarge {
+                    what: "batches",
+                    value: 9,
+                    limit: 8,
+                },
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+            ),
+            (
+                TabletError::OutOfOrderSequence {
+                    index: 0,
+                    writer_id: 42,
+                    expected: 6,
+                    received: 8,
+                },
+                StatusCode::CONFLICT,
+                "out_of_order_sequence",
+            ),
+            (
+                TabletError::BelowLogStart {
+                    offset: 1,
+                    log_start: 2,
+                },
+                StatusCode::GONE,
+                "offset_trimmed",
+            ),
+            (
+                TabletError::OffsetOutOfRange {
+                    offset: 30,
+                    bound: 20,
+                    isolation: Isolation::HighWatermark,
+                },
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "offset_out_of_range",
+            ),
+            (
+                TabletError::FutureTimestamp {
+                    timestamp: 1_000_001,
+                    now: 1_000_000,
+                },
+                StatusCode::BAD_REQUEST,
+                "future_timestamp",
+            ),
+        ];
+        for (tablet_error, status, kind) in cases {
+            let error = ApiError::from(tablet_error);
+            assert_eq!((error.status(), error.kind()), (status, kind), "{error}");
+        }
+    }
+}
