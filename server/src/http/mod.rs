@@ -1,5 +1,5 @@
-//! The HTTP API, versioned under `/v1`; JSON for control, batch formats for data (see
-//! [`crate::format`]). The routes:
+//! The HTTP front end over the node core: the API versioned under `/v1`, JSON for control, batch
+//! formats for data (see [`crate::format`]). The routes:
 //!
 //! | Method | Path | What |
 //! |---|---|---|
@@ -16,48 +16,84 @@
 //! | POST | `/v1/tables/{table}/buckets/{bucket}/trim` | `{"offset"}`: move the log start forward |
 //!
 //! Bucket routes take `?partition=NAME` (default `default`).
+//!
+//! Files: `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
+//! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
+//! events), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies).
+//! The middleware is layered in one place, [`router`].
 
-pub(crate) mod records;
+mod error;
+mod extract;
+mod headers;
+mod read;
+mod records;
 mod sse;
 mod tables;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mink_metadata::Metadata;
-use mink_s3stream::engine::Engine;
 use parking_lot::Mutex;
-use serde::Deserialize;
-use tokio_util::sync::CancellationToken;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 
-use crate::error::{ApiError, ApiResult};
-use crate::log::{BucketLog, LogKey, Logs, Owner};
+pub use headers::{
+    HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
+};
+
+use crate::core::NodeCore;
+use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::settings::Settings;
-use crate::tables::{TableInfo, Tables};
 
-/// Everything a handler needs.
-pub(crate) struct AppState {
-    pub(crate) settings: Arc<Settings>,
-    pub(crate) metadata: Arc<Metadata>,
-    pub(crate) tables: Tables,
-    pub(crate) logs: Arc<Logs>,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) engine: Option<Engine>,
-    /// Cancelled when the node starts shutting down: parked readers return at once.
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) limiter: Option<RateLimiter>,
+/// A running HTTP front end.
+pub(crate) struct HttpServer {
+    /// The address it listens on.
+    pub(crate) addr: SocketAddr,
+    /// The server; it ends once the core's shutdown signal fired and requests in flight finished.
+    pub(crate) task: JoinHandle<std::io::Result<()>>,
 }
 
-pub(crate) type Shared = Arc<AppState>;
+/// Binds the address in the settings (`listen`) and serves the API until the core shuts down.
+pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
+    error::set_retry_after(core.settings().http.retry_after_secs);
+    let listener = TcpListener::bind(core.settings().listen).await?;
+    let addr = listener.local_addr()?;
+    let app = router(core.clone());
+    let stop = core.shutdown_signal().clone();
+    let task = tokio::spawn(async move {
+        // No Nagle: SSE events are small writes that must leave at once, not after the
+        // peer's delayed ACK (~40 ms).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await
+    });
+    Ok(HttpServer { addr, task })
+}
 
-/// The router of the whole API.
-pub(crate) fn router(state: Shared) -> Router {
+/// What the rate-limiting middleware needs.
+struct RateLimit {
+    limiter: Option<RateLimiter>,
+    metrics: Arc<Metrics>,
+}
+
+/// The router of the whole API, with its middleware.
+pub(crate) fn router(core: Arc<NodeCore>) -> Router {
+    let http = &core.settings().http;
+    let limit = Arc::new(RateLimit {
+        limiter: RateLimiter::new(http.rate_limit_per_sec, http.rate_limit_burst),
+        metrics: core.metrics().clone(),
+    });
     let v1 = Router::new()
         .route("/tables", post(tables::create).get(tables::list))
         .route(
@@ -75,37 +111,34 @@ pub(crate) fn router(state: Shared) -> Router {
             get(records::offsets),
         )
         .route("/tables/{table}/buckets/{bucket}/trim", post(records::trim))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            rate_limit,
-        ))
-        .layer(DefaultBodyLimit::max(state.settings.http.max_body_bytes));
+        .layer(axum::middleware::from_fn_with_state(limit, rate_limit))
+        .layer(DefaultBodyLimit::max(http.max_body_bytes));
     Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        .with_state(state)
+        .with_state(core)
 }
 
-async fn healthz(State(state): State<Shared>) -> Response {
-    if state.shutdown.is_cancelled() {
+async fn healthz(State(core): State<Arc<NodeCore>>) -> Response {
+    if core.is_shutting_down() {
         return ApiError::ShuttingDown.into_response();
     }
     axum::Json(serde_json::json!({
         "status": "ok",
-        "node_id": state.settings.node_id,
+        "node_id": core.settings().node_id,
     }))
     .into_response()
 }
 
-async fn metrics(State(state): State<Shared>) -> Response {
+async fn metrics(State(core): State<Arc<NodeCore>>) -> Response {
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.metrics.render(),
+        core.metrics().render(),
     )
         .into_response()
 }
@@ -115,54 +148,6 @@ async fn not_found(method: axum::http::Method, uri: axum::http::Uri) -> ApiError
         method: method.to_string(),
         path: uri.path().to_owned(),
     }
-}
-
-/// The bucket a request addresses, from its path and `partition`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct BucketQuery {
-    pub(crate) partition: Option<String>,
-}
-
-/// Resolves a bucket route to its table and open log.
-pub(crate) async fn bucket_log(
-    state: &AppState,
-    table: &str,
-    bucket: &str,
-    partition: Option<&str>,
-) -> ApiResult<(Arc<TableInfo>, Arc<dyn BucketLog>)> {
-    let info = state.tables.get(table).await?;
-    let record = info.record();
-    let bucket: u32 = bucket
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("bucket `{bucket}` is not a number")))?;
-    if bucket >= record.bucket_count {
-        return Err(ApiError::NoSuchBucket {
-            message: format!(
-                "table `{table}` has buckets 0..{}, not {bucket}",
-                record.bucket_count
-            ),
-        });
-    }
-    let partition = partition.unwrap_or("default");
-    if !record.partitions.iter().any(|p| p == partition) {
-        return Err(ApiError::NoSuchBucket {
-            message: format!(
-                "table `{table}` has no partition `{partition}` (it has {:?})",
-                record.partitions
-            ),
-        });
-    }
-    let key = LogKey {
-        table: table.to_owned(),
-        partition: partition.to_owned(),
-        bucket,
-    };
-    match state.logs.owner(&key) {
-        Owner::Local => {}
-        Owner::Remote(base) => return Err(ApiError::Moved { owner: base }),
-    }
-    let log = state.logs.get(&key, &info).await?;
-    Ok((info, log))
 }
 
 /// A token bucket admitting `rate` requests per second with bursts of `burst`.
@@ -198,11 +183,11 @@ impl RateLimiter {
 }
 
 /// Admits the request through the rate limit and logs it when done.
-async fn rate_limit(State(state): State<Shared>, request: Request, next: Next) -> Response {
-    if let Some(limiter) = &state.limiter
+async fn rate_limit(State(limit): State<Arc<RateLimit>>, request: Request, next: Next) -> Response {
+    if let Some(limiter) = &limit.limiter
         && !limiter.admit()
     {
-        state.metrics.rate_limited.inc();
+        limit.metrics.rate_limited.inc();
         return ApiError::RateLimited.into_response();
     }
     let method = request.method().clone();
@@ -217,9 +202,4 @@ async fn rate_limit(State(state): State<Shared>, request: Request, next: Next) -
         "request"
     );
     response
-}
-
-/// A duration from optional milliseconds, with a default and a cap.
-pub(crate) fn millis(asked: Option<u64>, default: Duration, cap_ms: u64) -> Duration {
-    asked.map_or(default, |ms| Duration::from_millis(ms.min(cap_ms)))
 }

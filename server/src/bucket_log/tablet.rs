@@ -11,9 +11,9 @@ use mink_s3stream::engine::Engine;
 use mink_tablet::{Columns, ErrorKind, Isolation, Schemas, Tablet, TabletId, TabletSettings};
 use tokio_util::sync::CancellationToken;
 
+use super::{AppendOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
+use crate::catalog::{TableInfo, TableSchemas};
 use crate::error::{ApiError, ApiResult};
-use crate::log::{AppendOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
-use crate::tables::{TableInfo, TableSchemas};
 
 impl Schemas for TableSchemas {
     fn schema(&self, schema_id: i16) -> Option<SchemaRef> {
