@@ -19,12 +19,14 @@
 //!
 //! Files: `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
 //! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
-//! events), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies).
-//! The middleware is layered in one place, [`router`].
+//! events), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
+//! `rate_limit` (the token bucket in front of `/v1`). The middleware is layered in one place,
+//! [`router`]: the body limit (axum's), the rate limit, the request log (tower-http's trace).
 
 mod error;
 mod extract;
 mod headers;
+mod rate_limit;
 mod read;
 mod records;
 mod sse;
@@ -32,16 +34,17 @@ mod tables;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::middleware::Next;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tower_http::trace::TraceLayer;
+use tracing::Span;
 
 pub use headers::{
     HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
@@ -49,7 +52,6 @@ pub use headers::{
 
 use crate::core::NodeCore;
 use crate::error::ApiError;
-use crate::metrics::Metrics;
 
 /// A running HTTP front end.
 pub(crate) struct HttpServer {
@@ -81,19 +83,9 @@ pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
     Ok(HttpServer { addr, task })
 }
 
-/// What the rate-limiting middleware needs.
-struct RateLimit {
-    limiter: Option<RateLimiter>,
-    metrics: Arc<Metrics>,
-}
-
 /// The router of the whole API, with its middleware.
 pub(crate) fn router(core: Arc<NodeCore>) -> Router {
     let http = &core.settings().http;
-    let limit = Arc::new(RateLimit {
-        limiter: RateLimiter::new(http.rate_limit_per_sec, http.rate_limit_burst),
-        metrics: core.metrics().clone(),
-    });
     let v1 = Router::new()
         .route("/tables", post(tables::create).get(tables::list))
         .route(
@@ -111,7 +103,39 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             get(records::offsets),
         )
         .route("/tables/{table}/buckets/{bucket}/trim", post(records::trim))
-        .layer(axum::middleware::from_fn_with_state(limit, rate_limit))
+        // Innermost first: each request is logged (method, path, status, micros) at debug
+        // level once admitted by the rate limit; bodies are bounded before anything reads them.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &axum::http::Request<Body>| {
+                    tracing::debug_span!(
+                        "request",
+                        method = %request.method(),
+                        path = %request.uri().path()
+                    )
+                })
+                .on_request(())
+                .on_response(
+                    |response: &axum::http::Response<Body>, latency: Duration, _: &Span| {
+                        tracing::debug!(
+                            status = response.status().as_u16(),
+                            micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+                            "request"
+                        );
+                    },
+                )
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            rate_limit::RateLimit::new(
+                http.rate_limit_per_sec,
+                http.rate_limit_burst,
+                core.metrics().clone(),
+            ),
+            rate_limit::admit,
+        ))
         .layer(DefaultBodyLimit::max(http.max_body_bytes));
     Router::new()
         .nest("/v1", v1)
@@ -148,58 +172,4 @@ async fn not_found(method: axum::http::Method, uri: axum::http::Uri) -> ApiError
         method: method.to_string(),
         path: uri.path().to_owned(),
     }
-}
-
-/// A token bucket admitting `rate` requests per second with bursts of `burst`.
-#[derive(Debug)]
-pub(crate) struct RateLimiter {
-    rate: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
-}
-
-impl RateLimiter {
-    pub(crate) fn new(rate: u32, burst: u32) -> Option<Self> {
-        (rate > 0).then(|| RateLimiter {
-            rate: f64::from(rate),
-            burst: f64::from(burst.max(1)),
-            state: Mutex::new((f64::from(burst.max(1)), Instant::now())),
-        })
-    }
-
-    fn admit(&self) -> bool {
-        let mut state = self.state.lock();
-        let now = Instant::now();
-        let elapsed = now.duration_since(state.1).as_secs_f64();
-        state.0 = (state.0 + elapsed * self.rate).min(self.burst);
-        state.1 = now;
-        if state.0 >= 1.0 {
-            state.0 -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-/// Admits the request through the rate limit and logs it when done.
-async fn rate_limit(State(limit): State<Arc<RateLimit>>, request: Request, next: Next) -> Response {
-    if let Some(limiter) = &limit.limiter
-        && !limiter.admit()
-    {
-        limit.metrics.rate_limited.inc();
-        return ApiError::RateLimited.into_response();
-    }
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    tracing::debug!(
-        %method,
-        %path,
-        status = response.status().as_u16(),
-        micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        "request"
-    );
-    response
 }
