@@ -15,7 +15,7 @@
 //!   open logs ([`bucket_log::Logs`]) with the ownership seam ([`bucket_log::Owner`]), and the
 //!   implementation over `mink-tablet`.
 //! - [`catalog`]: the tables and their decoded schema versions.
-//! - [`format`]: the wire formats of data, and table schemas as JSON.
+//! - [`format`](mod@format): the wire formats of data, and table schemas as JSON.
 //! - [`metrics`]: `/metrics` in the Prometheus text format.
 //! - [`error`]: the error kinds; the HTTP front end gives them their status codes.
 
