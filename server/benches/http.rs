@@ -60,6 +60,19 @@ fn row(i: usize) -> String {
     format!("{{\"id\":{i},\"msg\":\"{}\"}}\n", "x".repeat(900))
 }
 
+/// Appends row `i` and returns when the writer has its acknowledgement (the whole response).
+async fn append(http: &reqwest::Client, records: &str, i: usize) -> Instant {
+    let r = http
+        .post(records)
+        .body(row(i))
+        .send()
+        .await
+        .expect("append");
+    assert!(r.status().is_success());
+    r.bytes().await.expect("body");
+    Instant::now()
+}
+
 async fn run(name: &str, store: Arc<dyn ObjectStorage>, n: usize, report: &mut String) {
     let baseline = raw_puts(store.as_ref(), n).await;
     let settings = Settings {
@@ -87,15 +100,7 @@ async fn run(name: &str, store: Arc<dyn ObjectStorage>, n: usize, report: &mut S
     let mut appends = Vec::with_capacity(n);
     for i in 0..n {
         let started = Instant::now();
-        let r = http
-            .post(&records)
-            .body(row(i))
-            .send()
-            .await
-            .expect("append");
-        assert!(r.status().is_success());
-        r.bytes().await.expect("body");
-        appends.push(started.elapsed());
+        appends.push(append(&http, &records, i).await - started);
     }
     let appends = figures(appends);
 
@@ -114,14 +119,7 @@ async fn run(name: &str, store: Arc<dyn ObjectStorage>, n: usize, report: &mut S
         };
         // Let the reader park before the append (a parked reader is what is measured).
         tokio::time::sleep(Duration::from_millis(2)).await;
-        let r = http
-            .post(&records)
-            .body(row(i))
-            .send()
-            .await
-            .expect("append");
-        r.bytes().await.expect("body");
-        let acked = Instant::now();
+        let acked = append(&http, &records, i).await;
         let received = reader.await.expect("reader");
         long_poll.push(received.saturating_duration_since(acked));
         next += 1;
@@ -139,14 +137,7 @@ async fn run(name: &str, store: Arc<dyn ObjectStorage>, n: usize, report: &mut S
     let mut sse = Vec::with_capacity(n);
     for i in 0..n {
         tokio::time::sleep(Duration::from_millis(2)).await;
-        let r = http
-            .post(&records)
-            .body(row(i))
-            .send()
-            .await
-            .expect("append");
-        r.bytes().await.expect("body");
-        let acked = Instant::now();
+        let acked = append(&http, &records, i).await;
         let event = events.next().await.expect("event").expect("well-formed");
         sse.push(Instant::now().saturating_duration_since(acked));
         assert_eq!(event.id, (next + 1).to_string());

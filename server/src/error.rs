@@ -1,12 +1,9 @@
-//! The errors of the HTTP API and how they map to status codes.
+//! The node's error taxonomy ([`ApiError`], with stable `kind` strings) and how the errors of
+//! metadata and of tablets map into it.
 //!
-//! Every error answers with `{"error": kind, "message": ...}` (plus fields a client can act on,
-//! such as `expected_sequence`). Bad input is a 4xx and changed nothing; storage and metadata
-//! failures are a 5xx, and the transient ones (503) carry `Retry-After`.
-
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+//! Bad input changed nothing; storage and metadata failures are worth retrying when transient.
+//! Each front end renders these errors its own way: the HTTP status codes, JSON bodies and
+//! `Retry-After` are in `http/error.rs`.
 
 /// What went wrong, as the API reports it. The `kind` strings are stable.
 #[derive(Debug, thiserror::Error)]
@@ -174,83 +171,6 @@ impl ApiError {
             ApiError::Internal { .. } => "internal",
         }
     }
-
-    /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::BadRequest { .. }
-            | ApiError::InvalidBatch { .. }
-            | ApiError::FutureTimestamp { .. } => StatusCode::BAD_REQUEST,
-            ApiError::Moved { .. } => StatusCode::TEMPORARY_REDIRECT,
-            ApiError::TableNotFound { .. }
-            | ApiError::NoSuchBucket { .. }
-            | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
-            ApiError::TableExists { .. }
-            | ApiError::OutOfOrderSequence { .. }
-            | ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::OffsetTrimmed { .. } => StatusCode::GONE,
-            ApiError::OffsetOutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable { .. } | ApiError::ShuttingDown => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    /// The JSON body.
-    pub fn body(&self) -> serde_json::Value {
-        let mut body = json!({ "error": self.kind(), "message": self.to_string() });
-        match self {
-            ApiError::OutOfOrderSequence { expected, .. } => {
-                body["expected_sequence"] = json!(expected);
-            }
-            ApiError::OffsetTrimmed { log_start, .. } => body["log_start"] = json!(log_start),
-            ApiError::OffsetOutOfRange { high_watermark, .. } => {
-                body["high_watermark"] = json!(high_watermark);
-            }
-            ApiError::PayloadTooLarge { limit } => body["limit"] = json!(limit),
-            _ => {}
-        }
-        body
-    }
-}
-
-/// Seconds a client should wait after a transient error; set once from the settings.
-static RETRY_AFTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-
-pub(crate) fn set_retry_after(secs: u32) {
-    RETRY_AFTER.store(secs.max(1), std::sync::atomic::Ordering::Relaxed);
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        if status.is_server_error() {
-            tracing::warn!(kind = self.kind(), error = %self, "request failed");
-        } else {
-            tracing::debug!(kind = self.kind(), error = %self, "request rejected");
-        }
-        let mut response = (status, axum::Json(self.body())).into_response();
-        if let ApiError::Moved { owner } = &self
-            && let Ok(location) = HeaderValue::from_str(owner)
-        {
-            // The seam for ownership: the router fills in the full URL of the same path.
-            response.headers_mut().insert(header::LOCATION, location);
-        }
-        if matches!(
-            status,
-            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
-        ) {
-            let secs = RETRY_AFTER.load(std::sync::atomic::Ordering::Relaxed);
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        response
-    }
 }
 
 impl From<mink_metadata::MetaError> for ApiError {
@@ -271,5 +191,113 @@ impl From<mink_metadata::MetaError> for ApiError {
     }
 }
 
+/// The tablet's errors in the API's taxonomy: this is where a tablet error gets its HTTP status
+/// (the tablet itself knows nothing of HTTP).
+impl From<mink_tablet::TabletError> for ApiError {
+    fn from(error: mink_tablet::TabletError) -> Self {
+        use mink_tablet::{ErrorKind, TabletError};
+        let message = error.to_string();
+        match error {
+            TabletError::OutOfOrderSequence {
+                writer_id,
+                expected,
+                received,
+                ..
+            } => ApiError::OutOfOrderSequence {
+                writer_id,
+                sequence: received,
+                expected,
+            },
+            TabletError::BelowLogStart { offset, log_start } => {
+                ApiError::OffsetTrimmed { offset, log_start }
+            }
+            TabletError::OffsetOutOfRange { offset, bound, .. } => ApiError::OffsetOutOfRange {
+                offset,
+                high_watermark: bound,
+            },
+            TabletError::FutureTimestamp { timestamp, now } => {
+                ApiError::FutureTimestamp { timestamp, now }
+            }
+            TabletError::TooLarge { limit, .. } => ApiError::PayloadTooLarge {
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            },
+            other => match other.kind() {
+                ErrorKind::InvalidBatch => ApiError::InvalidBatch { message },
+                ErrorKind::UnknownSchema => ApiError::invalid("unknown_schema", message),
+                ErrorKind::InvalidProjection => ApiError::invalid("unknown_column", message),
+                ErrorKind::OffsetOutOfRange => ApiError::invalid("invalid_range", message),
+                ErrorKind::NotFound => ApiError::NoSuchBucket { message },
+                ErrorKind::AlreadyExists | ErrorKind::Fenced => ApiError::Conflict { message },
+                ErrorKind::Closed | ErrorKind::Backpressure | ErrorKind::Unavailable => {
+                    ApiError::Unavailable { message }
+                }
+                _ => ApiError::Internal { message },
+            },
+        }
+    }
+}
+
 /// Result alias of the API.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+    use mink_tablet::{Isolation, TabletError};
+
+    use super::*;
+
+    #[test]
+    fn tablet_errors_get_their_status_and_kind() {
+        let cases = [
+            (
+                TabletError::TooLarge {
+                    what: "batches",
+                    value: 9,
+                    limit: 8,
+                },
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+            ),
+            (
+                TabletError::OutOfOrderSequence {
+                    index: 0,
+                    writer_id: 42,
+                    expected: 6,
+                    received: 8,
+                },
+                StatusCode::CONFLICT,
+                "out_of_order_sequence",
+            ),
+            (
+                TabletError::BelowLogStart {
+                    offset: 1,
+                    log_start: 2,
+                },
+                StatusCode::GONE,
+                "offset_trimmed",
+            ),
+            (
+                TabletError::OffsetOutOfRange {
+                    offset: 30,
+                    bound: 20,
+                    isolation: Isolation::HighWatermark,
+                },
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "offset_out_of_range",
+            ),
+            (
+                TabletError::FutureTimestamp {
+                    timestamp: 1_000_001,
+                    now: 1_000_000,
+                },
+                StatusCode::BAD_REQUEST,
+                "future_timestamp",
+            ),
+        ];
+        for (tablet_error, status, kind) in cases {
+            let error = ApiError::from(tablet_error);
+            assert_eq!((error.status(), error.kind()), (status, kind), "{error}");
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! The Mink node: configuration, the HTTP API, metrics and graceful shutdown.
+//! The Mink node: configuration, the node core, the HTTP front end, metrics and graceful shutdown.
 //!
 //! Data enters as HTTP appends (mink batches, an Arrow IPC stream, or NDJSON rows that the node
 //! encodes into one batch), goes to the bucket's log tablet (`mink-tablet`) on the node's s3stream
@@ -8,28 +8,32 @@
 //! - [`settings`]: every setting, a serde struct with defaults (TOML file, flags, environment).
 //! - [`node`]: [`Node::builder`] assembles a node from components; [`NodeBuilder::from_settings`]
 //!   builds them from settings (the binary's path).
-//! - [`api`](crate::api): the routes (documented in the module and in the README).
-//! - [`log`]: what the API needs of a bucket's log ([`BucketLog`]), the registry of open logs,
-//!   and the ownership seam ([`log::Owner`]); [`tablets`] implements it over `mink-tablet`.
-//! - [`format`], [`schema`]: wire formats and table schemas as JSON.
+//! - [`core`]: the node core every front end works through ([`NodeCore`]): settings, catalog,
+//!   the registry of open bucket logs and the ownership seam, metrics, the writer-id allocator.
+//! - `http`: the HTTP front end, the routes (documented in the module and in the README).
+//! - [`bucket_log`]: what a front end needs of a bucket's log ([`BucketLog`]), the registry of
+//!   open logs ([`bucket_log::Logs`]) with the ownership seam ([`bucket_log::Owner`]), and the
+//!   implementation over `mink-tablet`.
+//! - [`catalog`]: the tables and their decoded schema versions.
+//! - [`format`](mod@format): the wire formats of data, and table schemas as JSON.
 //! - [`metrics`]: `/metrics` in the Prometheus text format.
-//! - [`error`]: the error kinds and their HTTP status codes.
+//! - [`error`]: the error kinds; the HTTP front end gives them their status codes.
 
-mod api;
+pub mod bucket_log;
+pub mod catalog;
+pub mod core;
 pub mod error;
 pub mod format;
-pub mod log;
+mod http;
 pub mod metrics;
 pub mod node;
-pub mod schema;
 pub mod settings;
-pub mod tables;
-pub mod tablets;
 
-pub use api::records::{
+pub use bucket_log::{BucketLog, LogProvider};
+pub use core::NodeCore;
+pub use error::{ApiError, ApiResult};
+pub use http::{
     HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
 };
-pub use error::{ApiError, ApiResult};
-pub use log::{BucketLog, LogProvider};
 pub use node::{Node, NodeBuilder, NodeError};
 pub use settings::{DEFAULT_PORT, Settings};

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use mink_server::settings::{MetadataBackend, StorageBackend};
 use mink_server::{Node, Settings};
+use serde::Serialize;
 use tracing_subscriber::EnvFilter;
 
 /// Mink: table logs on object storage, over HTTP.
@@ -40,6 +41,18 @@ struct ServeArgs {
     /// TOML configuration file (see `mink default-config`); flags override it.
     #[arg(long, env = "MINK_CONFIG")]
     config: Option<PathBuf>,
+    /// Log format: text or json [default: text]. The filter is RUST_LOG [default: info].
+    #[arg(long, env = "MINK_LOG_FORMAT")]
+    log_format: Option<LogFormat>,
+    #[command(flatten)]
+    settings: SettingsFlags,
+}
+
+/// The flags (or their environment variables) that set a setting. Each field is named and nested
+/// as its setting is, so the flags given serialise to a TOML table laid over the file's (flags
+/// not given are `None`, which TOML leaves out).
+#[derive(Debug, Args, Serialize)]
+struct SettingsFlags {
     /// Address of the HTTP API [default: 127.0.0.1:6465].
     #[arg(long, env = "MINK_LISTEN")]
     listen: Option<SocketAddr>,
@@ -49,96 +62,151 @@ struct ServeArgs {
     /// Folder of the embedded default's files [default: ./mink-data].
     #[arg(long, env = "MINK_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Log format: text or json [default: text]. The filter is RUST_LOG [default: info].
-    #[arg(long, env = "MINK_LOG_FORMAT")]
-    log_format: Option<LogFormat>,
+    #[command(flatten)]
+    storage: StorageFlags,
+    #[command(flatten)]
+    metadata: MetadataFlags,
+    #[command(flatten)]
+    http: HttpFlags,
+}
 
+/// `[storage]`.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "Object storage")]
+struct StorageFlags {
     /// Object store backend [default: local].
-    #[arg(long, env = "MINK_STORAGE", help_heading = "Object storage")]
-    storage: Option<StorageBackend>,
+    #[arg(
+        id = "storage",
+        long = "storage",
+        value_name = "STORAGE",
+        env = "MINK_STORAGE"
+    )]
+    backend: Option<StorageBackend>,
     /// Folder of the local backend [default: {data_dir}/objects].
-    #[arg(long, env = "MINK_OBJECTS_DIR", help_heading = "Object storage")]
-    objects_dir: Option<PathBuf>,
-    /// S3 endpoint URL of an S3-compatible server [default: none, AWS].
-    #[arg(long, env = "MINK_S3_ENDPOINT", help_heading = "Object storage")]
-    s3_endpoint: Option<String>,
-    /// S3 bucket for WAL objects (and data, unless --s3-data-bucket) [required for s3].
-    #[arg(long, env = "MINK_S3_BUCKET", help_heading = "Object storage")]
-    s3_bucket: Option<String>,
+    #[arg(
+        long = "objects-dir",
+        value_name = "OBJECTS_DIR",
+        env = "MINK_OBJECTS_DIR"
+    )]
+    local_dir: Option<PathBuf>,
     /// S3 bucket for committed (compacted) objects [default: the WAL bucket].
-    #[arg(long, env = "MINK_S3_DATA_BUCKET", help_heading = "Object storage")]
-    s3_data_bucket: Option<String>,
+    #[arg(
+        long = "s3-data-bucket",
+        value_name = "S3_DATA_BUCKET",
+        env = "MINK_S3_DATA_BUCKET"
+    )]
+    data_bucket: Option<String>,
+    #[command(flatten)]
+    s3: S3Flags,
+}
+
+/// `[storage.s3]`.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "Object storage")]
+struct S3Flags {
+    /// S3 endpoint URL of an S3-compatible server [default: none, AWS].
+    #[arg(
+        long = "s3-endpoint",
+        value_name = "S3_ENDPOINT",
+        env = "MINK_S3_ENDPOINT"
+    )]
+    endpoint: Option<String>,
+    /// S3 bucket for WAL objects (and data, unless --s3-data-bucket) [required for s3].
+    #[arg(long = "s3-bucket", value_name = "S3_BUCKET", env = "MINK_S3_BUCKET")]
+    bucket: Option<String>,
     /// S3 region [default: us-east-1].
-    #[arg(long, env = "MINK_S3_REGION", help_heading = "Object storage")]
-    s3_region: Option<String>,
+    #[arg(long = "s3-region", value_name = "S3_REGION", env = "MINK_S3_REGION")]
+    region: Option<String>,
     /// S3 access key id [default: the AWS credential chain].
-    #[arg(long, env = "MINK_S3_ACCESS_KEY", help_heading = "Object storage")]
-    s3_access_key: Option<String>,
+    #[arg(
+        long = "s3-access-key",
+        value_name = "S3_ACCESS_KEY",
+        env = "MINK_S3_ACCESS_KEY"
+    )]
+    access_key: Option<String>,
     /// S3 secret access key [default: the AWS credential chain].
     #[arg(
-        long,
+        long = "s3-secret-key",
+        value_name = "S3_SECRET_KEY",
         env = "MINK_S3_SECRET_KEY",
-        hide_env_values = true,
-        help_heading = "Object storage"
+        hide_env_values = true
     )]
-    s3_secret_key: Option<String>,
+    secret_key: Option<String>,
     /// Root key prefix inside the buckets [default: none].
-    #[arg(long, env = "MINK_S3_PREFIX", help_heading = "Object storage")]
-    s3_prefix: Option<String>,
+    #[arg(long = "s3-prefix", value_name = "S3_PREFIX", env = "MINK_S3_PREFIX")]
+    prefix: Option<String>,
     /// Allow plain-HTTP S3 endpoints (local servers) [default: false].
-    #[arg(long, env = "MINK_S3_ALLOW_HTTP", help_heading = "Object storage")]
-    s3_allow_http: Option<bool>,
+    #[arg(
+        long = "s3-allow-http",
+        value_name = "S3_ALLOW_HTTP",
+        env = "MINK_S3_ALLOW_HTTP"
+    )]
+    allow_http: Option<bool>,
+}
 
+/// `[metadata]`.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "Metadata")]
+struct MetadataFlags {
     /// Metadata backend [default: redb].
-    #[arg(long, env = "MINK_METADATA", help_heading = "Metadata")]
-    metadata: Option<MetadataBackend>,
+    #[arg(
+        id = "metadata",
+        long = "metadata",
+        value_name = "METADATA",
+        env = "MINK_METADATA"
+    )]
+    backend: Option<MetadataBackend>,
     /// The redb file [default: {data_dir}/meta.redb].
-    #[arg(long, env = "MINK_REDB_PATH", help_heading = "Metadata")]
+    #[arg(long, env = "MINK_REDB_PATH")]
     redb_path: Option<PathBuf>,
     /// etcd endpoints, comma-separated (http://127.0.0.1:2379) [required for etcd].
-    #[arg(
-        long,
-        env = "MINK_ETCD_ENDPOINTS",
-        value_delimiter = ',',
-        help_heading = "Metadata"
-    )]
+    #[arg(long, env = "MINK_ETCD_ENDPOINTS", value_delimiter = ',')]
     etcd_endpoints: Option<Vec<String>>,
     /// Prefix of every etcd key Mink writes [default: mink/].
-    #[arg(long, env = "MINK_ETCD_PREFIX", help_heading = "Metadata")]
+    #[arg(long, env = "MINK_ETCD_PREFIX")]
     etcd_prefix: Option<String>,
+}
 
+/// `[http]`.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "HTTP")]
+struct HttpFlags {
     /// Largest request body in bytes; larger appends get 413 [default: 8388608].
-    #[arg(long, env = "MINK_MAX_BODY_BYTES", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
     /// Default max_bytes of a read [default: 1048576].
-    #[arg(long, env = "MINK_DEFAULT_READ_BYTES", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_DEFAULT_READ_BYTES")]
     default_read_bytes: Option<usize>,
     /// Largest max_bytes a read may ask for [default: 16777216].
-    #[arg(long, env = "MINK_MAX_READ_BYTES", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_MAX_READ_BYTES")]
     max_read_bytes: Option<usize>,
     /// Default long-poll timeout in ms [default: 25000].
-    #[arg(long, env = "MINK_LONG_POLL_TIMEOUT_MS", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_LONG_POLL_TIMEOUT_MS")]
     long_poll_timeout_ms: Option<u64>,
     /// Longest timeout_ms a long-poll may ask for [default: 60000].
-    #[arg(long, env = "MINK_MAX_LONG_POLL_TIMEOUT_MS", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_MAX_LONG_POLL_TIMEOUT_MS")]
     max_long_poll_timeout_ms: Option<u64>,
     /// SSE responses close after this many ms; clients reconnect [default: 55000].
-    #[arg(long, env = "MINK_SSE_RECYCLE_MS", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_SSE_RECYCLE_MS")]
     sse_recycle_ms: Option<u64>,
     /// Interval of SSE heartbeat comments in ms [default: 10000].
-    #[arg(long, env = "MINK_SSE_HEARTBEAT_MS", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_SSE_HEARTBEAT_MS")]
     sse_heartbeat_ms: Option<u64>,
     /// Requests per second admitted, 0 = unlimited [default: 0].
-    #[arg(long, env = "MINK_RATE_LIMIT", help_heading = "HTTP")]
-    rate_limit: Option<u32>,
+    #[arg(
+        long = "rate-limit",
+        value_name = "RATE_LIMIT",
+        env = "MINK_RATE_LIMIT"
+    )]
+    rate_limit_per_sec: Option<u32>,
     /// Burst of the rate limit [default: 1000].
-    #[arg(long, env = "MINK_RATE_LIMIT_BURST", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_RATE_LIMIT_BURST")]
     rate_limit_burst: Option<u32>,
     /// Retry-After seconds on 503 and 429 [default: 1].
-    #[arg(long, env = "MINK_RETRY_AFTER_SECS", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_RETRY_AFTER_SECS")]
     retry_after_secs: Option<u32>,
     /// Longest wait for in-flight requests at shutdown, ms [default: 30000].
-    #[arg(long, env = "MINK_SHUTDOWN_GRACE_MS", help_heading = "HTTP")]
+    #[arg(long, env = "MINK_SHUTDOWN_GRACE_MS")]
     shutdown_grace_ms: Option<u64>,
 }
 
@@ -148,15 +216,10 @@ enum LogFormat {
     Json,
 }
 
-fn set<T>(target: &mut T, value: Option<T>) {
-    if let Some(v) = value {
-        *target = v;
-    }
-}
-
 impl ServeArgs {
-    fn settings(self) -> Result<Settings, String> {
-        let mut s = match &self.config {
+    /// The defaults, under the file's settings, under the flags and environment.
+    fn settings(&self) -> Result<Settings, String> {
+        let file = match &self.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -164,52 +227,22 @@ impl ServeArgs {
             }
             None => Settings::default(),
         };
-        set(&mut s.listen, self.listen);
-        set(&mut s.node_id, self.node_id);
-        set(&mut s.data_dir, self.data_dir);
-        set(&mut s.storage.backend, self.storage);
-        if self.objects_dir.is_some() {
-            s.storage.local_dir = self.objects_dir;
+        let flags = toml::Table::try_from(&self.settings).map_err(|e| format!("flags: {e}"))?;
+        let mut layered = toml::Table::try_from(&file).map_err(|e| format!("settings: {e}"))?;
+        lay_over(&mut layered, flags);
+        layered.try_into().map_err(|e| format!("flags: {e}"))
+    }
+}
+
+/// Lays `over` onto `under`: tables merge key by key, any other value replaces the one below.
+fn lay_over(under: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (under.get_mut(&key), value) {
+            (Some(toml::Value::Table(below)), toml::Value::Table(above)) => lay_over(below, above),
+            (_, value) => {
+                under.insert(key, value);
+            }
         }
-        let s3 = &mut s.storage.s3;
-        if self.s3_endpoint.is_some() {
-            s3.endpoint = self.s3_endpoint;
-        }
-        set(&mut s3.bucket, self.s3_bucket);
-        if self.s3_data_bucket.is_some() {
-            s.storage.data_bucket = self.s3_data_bucket;
-        }
-        set(&mut s3.region, self.s3_region);
-        if self.s3_access_key.is_some() {
-            s3.access_key = self.s3_access_key;
-        }
-        if self.s3_secret_key.is_some() {
-            s3.secret_key = self.s3_secret_key;
-        }
-        set(&mut s3.prefix, self.s3_prefix);
-        set(&mut s3.allow_http, self.s3_allow_http);
-        set(&mut s.metadata.backend, self.metadata);
-        if self.redb_path.is_some() {
-            s.metadata.redb_path = self.redb_path;
-        }
-        set(&mut s.metadata.etcd_endpoints, self.etcd_endpoints);
-        set(&mut s.metadata.etcd_prefix, self.etcd_prefix);
-        let h = &mut s.http;
-        set(&mut h.max_body_bytes, self.max_body_bytes);
-        set(&mut h.default_read_bytes, self.default_read_bytes);
-        set(&mut h.max_read_bytes, self.max_read_bytes);
-        set(&mut h.long_poll_timeout_ms, self.long_poll_timeout_ms);
-        set(
-            &mut h.max_long_poll_timeout_ms,
-            self.max_long_poll_timeout_ms,
-        );
-        set(&mut h.sse_recycle_ms, self.sse_recycle_ms);
-        set(&mut h.sse_heartbeat_ms, self.sse_heartbeat_ms);
-        set(&mut h.rate_limit_per_sec, self.rate_limit);
-        set(&mut h.rate_limit_burst, self.rate_limit_burst);
-        set(&mut h.retry_after_secs, self.retry_after_secs);
-        set(&mut h.shutdown_grace_ms, self.shutdown_grace_ms);
-        Ok(s)
     }
 }
 
@@ -296,5 +329,59 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> ServeArgs {
+        let cli = Cli::try_parse_from(["mink", "serve"].iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Serve(args) => *args,
+            Command::DefaultConfig => unreachable!("parsed serve"),
+        }
+    }
+
+    #[test]
+    fn flags_lay_over_the_file_over_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mink.toml");
+        std::fs::write(
+            &file,
+            "node_id = \"from-file\"\n[storage.s3]\nbucket = \"wal\"\nregion = \"eu-west-1\"\n\
+             [http]\nrate_limit_per_sec = 5\nmax_body_bytes = 1024\n",
+        )
+        .unwrap();
+        let config = file.to_str().unwrap();
+        let settings = serve(&[
+            "--config",
+            config,
+            "--s3-bucket",
+            "flag-wal",
+            "--objects-dir",
+            "/tmp/objects",
+            "--rate-limit",
+            "7",
+            "--etcd-endpoints",
+            "http://a:2379,http://b:2379",
+            "--s3-allow-http",
+            "true",
+        ])
+        .settings()
+        .unwrap();
+        let mut expected = Settings::from_toml(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        expected.storage.s3.bucket = "flag-wal".to_owned();
+        expected.storage.s3.allow_http = true;
+        expected.storage.local_dir = Some(PathBuf::from("/tmp/objects"));
+        expected.http.rate_limit_per_sec = 7;
+        expected.metadata.etcd_endpoints =
+            vec!["http://a:2379".to_owned(), "http://b:2379".to_owned()];
+        assert_eq!(settings, expected);
+        assert_eq!(settings.node_id, "from-file");
+        assert_eq!(settings.storage.s3.region, "eu-west-1");
+        assert_eq!(settings.http.max_body_bytes, 1024);
+        assert_eq!(serve(&[]).settings().unwrap(), Settings::default());
     }
 }

@@ -1,8 +1,8 @@
 //! `/metrics`: the node's counters in the Prometheus text format.
 //!
-//! The HTTP layer counts appends, reads and parked waiters itself; the engine's own counters (WAL
-//! PUTs, object GETs, uncompacted bytes) are read at scrape time by a collector, so nothing is
-//! counted twice: `mink_cache_hits_total{tier}` and `mink_cache_misses_total{tier}` come from the
+//! The node core counts appends and reads, the front ends parked waiters; the engine's own
+//! counters (WAL PUTs, object GETs, uncompacted bytes) are read at scrape time by a collector, so
+//! nothing is counted twice: `mink_cache_hits_total{tier}` and `mink_cache_misses_total{tier}` come from the
 //! engine's tail, block and index caches. `mink_read_tier_total` attributes each HTTP read to
 //! `memory` when the engine made no object GET while serving it, `object_store` otherwise (exact
 //! with one reader, approximate under concurrent reads).

@@ -1,4 +1,5 @@
-//! The tablet's error type and the small taxonomy ([`ErrorKind`]) the HTTP layer maps to status codes.
+//! The tablet's error type and the small taxonomy ([`ErrorKind`]) callers branch on (the server
+//! maps it to HTTP status codes).
 //!
 //! Every rejected request changes nothing: a bad batch, an unknown schema, an out-of-order sequence, a
 //! read outside the log or a future timestamp are all detected before anything is submitted to the
@@ -191,60 +192,43 @@ pub enum TabletError {
     },
 }
 
-/// The taxonomy callers branch on; [`ErrorKind::http_status`] gives the HTTP mapping.
+/// The taxonomy callers branch on (the server maps it to HTTP status codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// A malformed batch or request (400).
+    /// A malformed batch or request.
     InvalidBatch,
-    /// Unknown schema id (400).
+    /// Unknown schema id.
     UnknownSchema,
-    /// Out-of-order writer sequence (409).
+    /// Out-of-order writer sequence.
     OutOfOrderSequence,
-    /// Request too large (413).
+    /// Request too large.
     TooLarge,
-    /// Read below the log start (410).
+    /// Read below the log start.
     BelowLogStart,
-    /// Read beyond the bound, or a bad range (416).
+    /// Read beyond the bound, or a bad range.
     OffsetOutOfRange,
-    /// Timestamp in the future (400).
+    /// Timestamp in the future.
     FutureTimestamp,
-    /// Projection does not fit the schema (400).
+    /// Projection does not fit the schema.
     InvalidProjection,
-    /// The tablet is closed here (503, retry on the new owner).
+    /// The tablet is closed here (retry on the new owner).
     Closed,
-    /// Another node owns the tablet (409).
+    /// Another node owns the tablet.
     Fenced,
-    /// No such tablet (404).
+    /// No such tablet.
     NotFound,
-    /// The tablet already exists (409).
+    /// The tablet already exists.
     AlreadyExists,
-    /// Back-pressure (503, retry later).
+    /// Back-pressure (retry later).
     Backpressure,
-    /// Storage or metadata failure (503, retry later).
+    /// Storage or metadata failure (retry later).
     Unavailable,
-    /// Stored data cannot be read, or a bug (500).
+    /// Stored data cannot be read, or a bug.
     Corrupt,
 }
 
 impl ErrorKind {
-    /// The HTTP status code this kind maps to.
-    pub fn http_status(self) -> u16 {
-        match self {
-            ErrorKind::InvalidBatch
-            | ErrorKind::UnknownSchema
-            | ErrorKind::FutureTimestamp
-            | ErrorKind::InvalidProjection => 400,
-            ErrorKind::OutOfOrderSequence | ErrorKind::Fenced | ErrorKind::AlreadyExists => 409,
-            ErrorKind::TooLarge => 413,
-            ErrorKind::BelowLogStart => 410,
-            ErrorKind::OffsetOutOfRange => 416,
-            ErrorKind::NotFound => 404,
-            ErrorKind::Closed | ErrorKind::Backpressure | ErrorKind::Unavailable => 503,
-            ErrorKind::Corrupt => 500,
-        }
-    }
-
     /// A stable snake_case name, for the `error` field of JSON error bodies.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -18,15 +18,17 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 
-use super::Shared;
-use super::records::{ReadQuery, position_headers, read_counted, read_schema, start_offset};
+use super::headers::position_headers;
+use super::read::{ReadQuery, read_schema, start_offset};
+use crate::bucket_log::BucketLog;
+use crate::catalog::TableInfo;
+use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::format;
-use crate::log::BucketLog;
-use crate::tables::TableInfo;
 
+/// One SSE response's position and what it has yet to send.
 struct Feed {
-    state: Shared,
+    core: Arc<NodeCore>,
     info: Arc<TableInfo>,
     log: Arc<dyn BucketLog>,
     next: u64,
@@ -38,8 +40,9 @@ struct Feed {
     done: bool,
 }
 
+/// The SSE response of a read.
 pub(crate) fn serve(
-    state: Shared,
+    core: Arc<NodeCore>,
     info: Arc<TableInfo>,
     log: Arc<dyn BucketLog>,
     q: ReadQuery,
@@ -70,15 +73,12 @@ pub(crate) fn serve(
     if let (Some(c), Some((id, _))) = (&columns, info.schemas.latest()) {
         read_schema(&info, id, Some(c))?;
     }
-    let http = &state.settings.http;
+    let http = &core.settings().http;
     let heartbeat = http.sse_heartbeat();
     let feed = Feed {
-        max_bytes: q
-            .max_bytes
-            .unwrap_or(http.default_read_bytes)
-            .clamp(1, http.max_read_bytes),
+        max_bytes: q.max_bytes(http),
         deadline: Instant::now() + http.sse_recycle(),
-        state,
+        core,
         info,
         log,
         next: from,
@@ -110,7 +110,7 @@ impl Feed {
             }
             if self.done
                 || Instant::now() >= self.deadline
-                || self.state.shutdown.is_cancelled()
+                || self.core.is_shutting_down()
                 || self.until.is_some_and(|u| self.next >= u)
             {
                 return None;
@@ -132,15 +132,16 @@ impl Feed {
 
     /// Reads at `next`, queueing one event per batch; false when at the tail.
     async fn read(&mut self) -> ApiResult<bool> {
-        let chunk = read_counted(
-            &self.state,
-            self.log.as_ref(),
-            self.next,
-            self.until,
-            self.columns.as_deref(),
-            self.max_bytes,
-        )
-        .await?;
+        let chunk = self
+            .core
+            .read(
+                self.log.as_ref(),
+                self.next,
+                self.until,
+                self.columns.as_deref(),
+                self.max_bytes,
+            )
+            .await?;
         if chunk.batches.is_empty() {
             return Ok(false);
         }
@@ -166,10 +167,10 @@ impl Feed {
     /// the node shuts down.
     async fn park(&mut self) {
         let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let _parked = self.state.metrics.park();
+        let _parked = self.core.metrics().park();
         tokio::select! {
             _ = self.log.wait_past(self.next, remaining) => {}
-            _ = self.state.shutdown.cancelled() => {}
+            _ = self.core.shutdown_signal().cancelled() => {}
         }
         if self.log.is_closed() {
             self.done = true;

@@ -1,22 +1,28 @@
-//! What the HTTP layer needs of a bucket's log, behind a small object-safe trait, and the node's
-//! registry of open logs.
+//! The bucket log: what the front ends need of one bucket's log, behind a small object-safe
+//! trait, with the registry of open logs and the implementation over `mink-tablet`.
 //!
-//! [`BucketLog`] is implemented over `mink-tablet` ([`crate::tablets`]); a test can put a failing
-//! or slow log behind the same API. [`LogProvider`] opens logs by (table, partition, bucket); the
-//! registry [`Logs`] keeps each open log once, and is the seam where ownership goes: today every
-//! bucket is [`Owner::Local`], and a multi-node router answers [`Owner::Remote`] so the API can
-//! redirect (307) to the owner.
+//! - [`BucketLog`]: one bucket's log (append, read, offsets, waiting, trim, close); a test can put
+//!   a failing or slow log behind the same API.
+//! - [`LogProvider`]: opens logs by (table, partition, bucket).
+//! - `registry`: [`Logs`], which keeps each open log once and is the seam where ownership goes:
+//!   today every bucket is [`Owner::Local`], and a multi-node router answers [`Owner::Remote`]
+//!   so a front end can send the client to the owner (HTTP: 307).
+//! - `tablet`: [`TabletProvider`], one `mink_tablet::Tablet` per bucket on the node's engine.
 
-use std::collections::HashMap;
+mod registry;
+mod tablet;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use tokio::sync::Mutex;
 
-use crate::error::{ApiError, ApiResult};
-use crate::tables::TableInfo;
+pub use registry::Logs;
+pub use tablet::TabletProvider;
+
+use crate::catalog::TableInfo;
+use crate::error::ApiResult;
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +55,7 @@ pub struct ReadChunk {
     pub next_offset: u64,
 }
 
-/// One bucket's log as the API uses it.
+/// One bucket's log as the front ends use it.
 ///
 /// # Contract
 ///
@@ -57,8 +63,10 @@ pub struct ReadChunk {
 ///   were duplicates), and only then are they readable.
 /// - `read` returns whole batches from the one holding `from`, never past the high watermark nor
 ///   `until`, about `max_bytes` but at least one batch when any is readable; an empty chunk means
-///   `from` is at the bound. Below the log start it fails with [`ApiError::OffsetTrimmed`]; past
-///   the high watermark with [`ApiError::OffsetOutOfRange`].
+///   `from` is at the bound. Below the log start it fails with
+///   [`ApiError::OffsetTrimmed`](crate::error::ApiError::OffsetTrimmed); past
+///   the high watermark with
+///   [`ApiError::OffsetOutOfRange`](crate::error::ApiError::OffsetOutOfRange).
 /// - `wait_past(offset, timeout)` returns the high watermark as soon as it passes `offset`, when
 ///   the log closes, or when the timeout lapses (then it may still be at or below `offset`).
 /// - `is_closed` turns true once the log was closed or destroyed; parked readers then stop.
@@ -135,103 +143,4 @@ pub enum Owner {
     Local,
     /// Another node, at this advertised base URL (the API answers 307 there).
     Remote(String),
-}
-
-/// The node's open logs.
-pub struct Logs {
-    provider: Arc<dyn LogProvider>,
-    /// Open logs; read on every request, so a plain read lock.
-    open: parking_lot::RwLock<HashMap<LogKey, Arc<dyn BucketLog>>>,
-    /// Serialises opens, drops and shutdown (an open can take a while: it replays the log).
-    changes: Mutex<()>,
-    closing: std::sync::atomic::AtomicBool,
-}
-
-impl std::fmt::Debug for Logs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Logs").finish_non_exhaustive()
-    }
-}
-
-impl Logs {
-    /// A registry over `provider`.
-    pub fn new(provider: Arc<dyn LogProvider>) -> Self {
-        Logs {
-            provider,
-            open: parking_lot::RwLock::new(HashMap::new()),
-            changes: Mutex::new(()),
-            closing: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// Who owns `key`. Single node: always this one.
-    pub fn owner(&self, _key: &LogKey) -> Owner {
-        Owner::Local
-    }
-
-    /// The open log of `key`, opening it on first use.
-    pub async fn get(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>> {
-        if self.closing.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(ApiError::ShuttingDown);
-        }
-        if let Some(log) = self.open.read().get(key)
-            && !log.is_closed()
-        {
-            return Ok(Arc::clone(log));
-        }
-        let _changing = self.changes.lock().await;
-        if self.closing.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(ApiError::ShuttingDown);
-        }
-        if let Some(log) = self.open.read().get(key)
-            && !log.is_closed()
-        {
-            return Ok(Arc::clone(log));
-        }
-        let log = self.provider.open(key, table).await?;
-        self.open.write().insert(key.clone(), Arc::clone(&log));
-        Ok(log)
-    }
-
-    /// Destroys every bucket log of `table` (open or not).
-    pub async fn destroy_table(&self, info: &Arc<TableInfo>) -> ApiResult<()> {
-        let table = info.record();
-        let _changing = self.changes.lock().await;
-        for partition in &table.partitions {
-            for bucket in 0..table.bucket_count {
-                let key = LogKey {
-                    table: table.name.clone(),
-                    partition: partition.clone(),
-                    bucket,
-                };
-                let open = self.open.write().remove(&key);
-                match open {
-                    Some(log) => log.destroy().await?,
-                    None => self.provider.destroy_closed(&key, info).await?,
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Refuses new opens and closes every open log (writer snapshots, streams closed).
-    pub async fn close_all(&self) -> ApiResult<()> {
-        self.closing
-            .store(true, std::sync::atomic::Ordering::Release);
-        let _changing = self.changes.lock().await;
-        let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = self.open.write().drain().collect();
-        let mut first_error = None;
-        for (key, log) in logs {
-            if let Err(e) = log.close().await {
-                tracing::warn!(log = %key, error = %e, "closing a log failed");
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// How many logs are open.
-    pub fn open_count(&self) -> usize {
-        self.open.read().len()
-    }
 }

@@ -1,4 +1,6 @@
-//! Tables, schema versions and writer ids.
+//! The control routes: tables (create, list, get, drop), schema versions, and writer ids.
+
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -9,9 +11,10 @@ use mink_metadata::TableRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::Shared;
-use crate::error::{ApiError, ApiResult};
-use crate::schema::JsonSchema;
+use super::extract::json_body;
+use crate::core::NodeCore;
+use crate::error::ApiResult;
+use crate::format::schema::JsonSchema;
 
 /// Body of a create-table request.
 #[derive(Debug, Deserialize)]
@@ -71,64 +74,59 @@ impl From<&TableRecord> for TableView {
     }
 }
 
-pub(crate) fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
-    body.map(|Json(b)| b)
-        .map_err(|e| ApiError::bad_request(format!("bad JSON body: {}", e.body_text())))
-}
-
 pub(crate) async fn create(
-    State(state): State<Shared>,
+    State(core): State<Arc<NodeCore>>,
     body: Result<Json<CreateTable>, JsonRejection>,
 ) -> ApiResult<Response> {
     let body = json_body(body)?;
     let partitions = body
         .partitions
         .unwrap_or_else(|| vec!["default".to_owned()]);
-    let info = state
-        .tables
+    let info = core
+        .catalog()
         .create(&body.name, &body.schema, body.buckets, partitions)
         .await?;
     tracing::info!(table = %body.name, buckets = body.buckets, "table created");
     Ok((StatusCode::CREATED, Json(TableView::from(&info.record()))).into_response())
 }
 
-pub(crate) async fn list(State(state): State<Shared>) -> ApiResult<Json<serde_json::Value>> {
-    let tables = state.tables.list().await?;
+pub(crate) async fn list(State(core): State<Arc<NodeCore>>) -> ApiResult<Json<serde_json::Value>> {
+    let tables = core.catalog().list().await?;
     Ok(Json(json!({
         "tables": tables.iter().map(TableView::from).collect::<Vec<_>>()
     })))
 }
 
 pub(crate) async fn get(
-    State(state): State<Shared>,
+    State(core): State<Arc<NodeCore>>,
     Path(table): Path<String>,
 ) -> ApiResult<Json<TableView>> {
-    let info = state.tables.get(&table).await?;
+    let info = core.catalog().get(&table).await?;
     Ok(Json(TableView::from(&info.record())))
 }
 
 pub(crate) async fn drop_table(
-    State(state): State<Shared>,
+    State(core): State<Arc<NodeCore>>,
     Path(table): Path<String>,
 ) -> ApiResult<Json<serde_json::Value>> {
-    let info = state.tables.get(&table).await?;
-    state.logs.destroy_table(&info).await?;
-    state.tables.delete(&table).await?;
+    core.drop_table(&table).await?;
     tracing::info!(table = %table, "table dropped");
     Ok(Json(json!({ "dropped": table })))
 }
 
 pub(crate) async fn add_schema(
-    State(state): State<Shared>,
+    State(core): State<Arc<NodeCore>>,
     Path(table): Path<String>,
     body: Result<Json<AddSchema>, JsonRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let body = json_body(body)?;
-    let id = state.tables.add_schema(&table, &body.schema).await?;
+    let id = core.catalog().add_schema(&table, &body.schema).await?;
     Ok(Json(json!({ "schema_id": id })))
 }
 
-pub(crate) async fn init_writer(State(state): State<Shared>) -> ApiResult<Json<serde_json::Value>> {
-    let id = state.metadata.allocate_writer_id().await?;
+pub(crate) async fn init_writer(
+    State(core): State<Arc<NodeCore>>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let id = core.allocate_writer_id().await?;
     Ok(Json(json!({ "writer_id": id })))
 }

@@ -1,5 +1,5 @@
-//! Tables as the node sees them: the metadata's [`TableRecord`] plus the decoded Arrow schema of
-//! every schema version, cached in memory.
+//! The catalog of tables: the metadata's [`TableRecord`] of each table plus the decoded Arrow
+//! schema of every schema version, cached in memory.
 //!
 //! Schema ids start at 1 and grow by one per added version. A table's [`TableSchemas`] is shared
 //! with its open logs, so a version added while they run is visible to them at once.
@@ -12,7 +12,7 @@ use mink_metadata::{Metadata, TableRecord};
 use parking_lot::RwLock;
 
 use crate::error::{ApiError, ApiResult};
-use crate::schema::JsonSchema;
+use crate::format::schema::JsonSchema;
 
 /// The first schema id of a table.
 pub const FIRST_SCHEMA_ID: u16 = 1;
@@ -82,21 +82,21 @@ fn schema_id(id: u16) -> ApiResult<i16> {
 }
 
 /// The tables of the cluster, cached.
-pub struct Tables {
+pub struct Catalog {
     metadata: Arc<Metadata>,
     cache: RwLock<HashMap<String, Arc<TableInfo>>>,
 }
 
-impl std::fmt::Debug for Tables {
+impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tables").finish_non_exhaustive()
+        f.debug_struct("Catalog").finish_non_exhaustive()
     }
 }
 
-impl Tables {
+impl Catalog {
     /// A cache over `metadata`.
     pub fn new(metadata: Arc<Metadata>) -> Self {
-        Tables {
+        Catalog {
             metadata,
             cache: RwLock::new(HashMap::new()),
         }

@@ -1,5 +1,5 @@
-//! [`BucketLog`] over `mink-tablet`: one [`Tablet`] per bucket on the node's s3stream engine, and
-//! the mapping of tablet errors to API errors.
+//! [`BucketLog`] over `mink-tablet`: one [`Tablet`] per bucket on the node's s3stream engine.
+//! Tablet errors become API errors through `From<TabletError> for ApiError` (`crate::error`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,14 +8,12 @@ use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use bytes::Bytes;
 use mink_s3stream::engine::Engine;
-use mink_tablet::{
-    Columns, ErrorKind, Isolation, Schemas, Tablet, TabletError, TabletId, TabletSettings,
-};
+use mink_tablet::{Columns, ErrorKind, Isolation, Schemas, Tablet, TabletId, TabletSettings};
 use tokio_util::sync::CancellationToken;
 
+use super::{AppendOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
+use crate::catalog::{TableInfo, TableSchemas};
 use crate::error::{ApiError, ApiResult};
-use crate::log::{AppendOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
-use crate::tables::{TableInfo, TableSchemas};
 
 impl Schemas for TableSchemas {
     fn schema(&self, schema_id: i16) -> Option<SchemaRef> {
@@ -49,8 +47,7 @@ impl LogProvider for TabletProvider {
             .schemas(table.schemas.clone())
             .settings(self.settings.clone())
             .open_or_create()
-            .await
-            .map_err(map_error)?;
+            .await?;
         tracing::info!(log = %key, stream = tablet.stream_id(), "tablet opened");
         Ok(Arc::new(TabletLog {
             tablet,
@@ -66,9 +63,9 @@ impl LogProvider for TabletProvider {
             .open()
             .await
         {
-            Ok(tablet) => tablet.destroy().await.map_err(map_error),
+            Ok(tablet) => tablet.destroy().await.map_err(ApiError::from),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(map_error(e)),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -83,7 +80,7 @@ struct TabletLog {
 #[async_trait]
 impl BucketLog for TabletLog {
     async fn append(&self, batches: Bytes) -> ApiResult<AppendOutcome> {
-        let result = self.tablet.append(batches).await.map_err(map_error)?;
+        let result = self.tablet.append(batches).await?;
         Ok(AppendOutcome {
             base_offset: result.base_offset(),
             last_offset: result.next_offset().saturating_sub(1),
@@ -123,8 +120,7 @@ impl BucketLog for TabletLog {
                 Isolation::HighWatermark,
                 max_bytes,
             )
-            .await
-            .map_err(map_error)?;
+            .await?;
         Ok(ReadChunk {
             next_offset: result.next_offset,
             batches: result.batches.into_iter().map(|b| b.bytes).collect(),
@@ -154,62 +150,20 @@ impl BucketLog for TabletLog {
         self.tablet
             .offset_for_timestamp(timestamp)
             .await
-            .map_err(map_error)
+            .map_err(ApiError::from)
     }
 
     async fn trim(&self, offset: u64) -> ApiResult<()> {
-        self.tablet.trim(offset).await.map_err(map_error)
+        self.tablet.trim(offset).await.map_err(ApiError::from)
     }
 
     async fn close(&self) -> ApiResult<()> {
         self.closed.cancel();
-        self.tablet.close().await.map_err(map_error)
+        self.tablet.close().await.map_err(ApiError::from)
     }
 
     async fn destroy(&self) -> ApiResult<()> {
         self.closed.cancel();
-        self.tablet.destroy().await.map_err(map_error)
-    }
-}
-
-/// Maps a tablet error to the API's taxonomy.
-pub fn map_error(error: TabletError) -> ApiError {
-    let message = error.to_string();
-    match error {
-        TabletError::OutOfOrderSequence {
-            writer_id,
-            expected,
-            received,
-            ..
-        } => ApiError::OutOfOrderSequence {
-            writer_id,
-            sequence: received,
-            expected,
-        },
-        TabletError::BelowLogStart { offset, log_start } => {
-            ApiError::OffsetTrimmed { offset, log_start }
-        }
-        TabletError::OffsetOutOfRange { offset, bound, .. } => ApiError::OffsetOutOfRange {
-            offset,
-            high_watermark: bound,
-        },
-        TabletError::FutureTimestamp { timestamp, now } => {
-            ApiError::FutureTimestamp { timestamp, now }
-        }
-        TabletError::TooLarge { limit, .. } => ApiError::PayloadTooLarge {
-            limit: usize::try_from(limit).unwrap_or(usize::MAX),
-        },
-        other => match other.kind() {
-            ErrorKind::InvalidBatch => ApiError::InvalidBatch { message },
-            ErrorKind::UnknownSchema => ApiError::invalid("unknown_schema", message),
-            ErrorKind::InvalidProjection => ApiError::invalid("unknown_column", message),
-            ErrorKind::OffsetOutOfRange => ApiError::invalid("invalid_range", message),
-            ErrorKind::NotFound => ApiError::NoSuchBucket { message },
-            ErrorKind::AlreadyExists | ErrorKind::Fenced => ApiError::Conflict { message },
-            ErrorKind::Closed | ErrorKind::Backpressure | ErrorKind::Unavailable => {
-                ApiError::Unavailable { message }
-            }
-            _ => ApiError::Internal { message },
-        },
+        self.tablet.destroy().await.map_err(ApiError::from)
     }
 }

@@ -1,0 +1,187 @@
+//! The node core: what every front end (HTTP today; Kafka and Flight later) works through.
+//!
+//! It holds the settings, the catalog of tables, the registry of open bucket logs, the metrics,
+//! the engine and the shutdown signal, and offers the operations a protocol translates onto:
+//! resolving a bucket to its log (the seam where ownership and routing go), appending and reading
+//! with the metrics counted once, dropping a table, allocating writer ids. Front ends hold an
+//! `Arc<NodeCore>` and never reach into one another.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use mink_metadata::Metadata;
+use mink_s3stream::engine::Engine;
+use tokio_util::sync::CancellationToken;
+
+use crate::bucket_log::{AppendOutcome, BucketLog, LogKey, LogProvider, Logs, Owner, ReadChunk};
+use crate::catalog::{Catalog, TableInfo};
+use crate::error::{ApiError, ApiResult};
+use crate::metrics::Metrics;
+use crate::settings::Settings;
+
+/// The part of a node every front end shares.
+pub struct NodeCore {
+    settings: Arc<Settings>,
+    metadata: Arc<Metadata>,
+    catalog: Catalog,
+    logs: Logs,
+    metrics: Arc<Metrics>,
+    engine: Engine,
+    /// Cancelled when the node starts shutting down: parked readers return at once.
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for NodeCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeCore")
+            .field("node_id", &self.settings.node_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeCore {
+    /// A core over an open engine and metadata log, opening bucket logs through `provider`.
+    pub fn new(
+        settings: Arc<Settings>,
+        metadata: Arc<Metadata>,
+        engine: Engine,
+        provider: Arc<dyn LogProvider>,
+    ) -> Self {
+        NodeCore {
+            catalog: Catalog::new(metadata.clone()),
+            logs: Logs::new(provider),
+            metrics: Arc::new(Metrics::new(Some(engine.clone()))),
+            settings,
+            metadata,
+            engine,
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// The node's settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The catalog of tables.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The registry of open bucket logs.
+    pub fn logs(&self) -> &Logs {
+        &self.logs
+    }
+
+    /// The node's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The stream engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Cancelled once the node starts shutting down.
+    pub fn shutdown_signal(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// Whether the node is shutting down.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// The log of `bucket` in `partition` of the table `info`, opened on first use.
+    ///
+    /// Fails with [`ApiError::NoSuchBucket`] when the table has no such bucket or partition, and
+    /// with [`ApiError::Moved`] when another node owns the bucket.
+    pub async fn bucket_log(
+        &self,
+        info: &Arc<TableInfo>,
+        bucket: u32,
+        partition: &str,
+    ) -> ApiResult<Arc<dyn BucketLog>> {
+        let record = info.record();
+        let table = &record.name;
+        if bucket >= record.bucket_count {
+            return Err(ApiError::NoSuchBucket {
+                message: format!(
+                    "table `{table}` has buckets 0..{}, not {bucket}",
+                    record.bucket_count
+                ),
+            });
+        }
+        if !record.partitions.iter().any(|p| p == partition) {
+            return Err(ApiError::NoSuchBucket {
+                message: format!(
+                    "table `{table}` has no partition `{partition}` (it has {:?})",
+                    record.partitions
+                ),
+            });
+        }
+        let key = LogKey {
+            table: table.clone(),
+            partition: partition.to_owned(),
+            bucket,
+        };
+        match self.logs.owner(&key) {
+            Owner::Local => {}
+            Owner::Remote(base) => return Err(ApiError::Moved { owner: base }),
+        }
+        self.logs.get(&key, info).await
+    }
+
+    /// Appends batches to `log`, counting the append in the metrics.
+    pub async fn append(&self, log: &dyn BucketLog, batches: Bytes) -> ApiResult<AppendOutcome> {
+        let len = batches.len() as u64;
+        let outcome = log.append(batches).await?;
+        self.metrics.appends.inc();
+        if outcome.duplicate {
+            self.metrics.duplicates.inc();
+        } else {
+            self.metrics.append_bytes.inc_by(len);
+        }
+        Ok(outcome)
+    }
+
+    /// A read that counts itself in the metrics and attributes itself to a tier.
+    pub async fn read(
+        &self,
+        log: &dyn BucketLog,
+        from: u64,
+        until: Option<u64>,
+        columns: Option<&[String]>,
+        max_bytes: usize,
+    ) -> ApiResult<ReadChunk> {
+        let gets = Metrics::object_gets(Some(&self.engine));
+        let chunk = log.read(from, until, columns, max_bytes).await?;
+        if !chunk.batches.is_empty() {
+            self.metrics.reads.inc();
+            self.metrics
+                .read_bytes
+                .inc_by(chunk.batches.iter().map(|b| b.len() as u64).sum());
+            let tier = if Metrics::object_gets(Some(&self.engine)) > gets {
+                "object_store"
+            } else {
+                "memory"
+            };
+            self.metrics.read_from(tier);
+        }
+        Ok(chunk)
+    }
+
+    /// Drops the table `name`: its bucket logs and writer snapshots are destroyed, then its record.
+    pub async fn drop_table(&self, name: &str) -> ApiResult<()> {
+        let info = self.catalog.get(name).await?;
+        self.logs.destroy_table(&info).await?;
+        self.catalog.delete(name).await?;
+        Ok(())
+    }
+
+    /// A new idempotent writer id from the cluster-wide allocator.
+    pub async fn allocate_writer_id(&self) -> ApiResult<u64> {
+        Ok(self.metadata.allocate_writer_id().await?)
+    }
+}

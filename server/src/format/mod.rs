@@ -1,0 +1,190 @@
+//! The wire formats of appends and reads, and conversions between them.
+//!
+//! | Media type | Append body | Read body |
+//! |---|---|---|
+//! | `application/vnd.mink.batches` | mink batches back to back, as the codec writes them (writer id and sequence in each header) | the stored batches, offsets filled in |
+//! | `application/vnd.apache.arrow.stream` | an Arrow IPC stream; all its record batches become one mink batch | an Arrow IPC stream (one schema per response) |
+//! | `application/x-ndjson` | one JSON object per line; all lines become one mink batch | one JSON object per row |
+//! | `text/event-stream` | - | SSE: one event per batch, `data` a JSON array of its rows, `id` the next offset |
+//!
+//! For Arrow and NDJSON appends the node encodes the batch itself: the schema is the table's newest
+//! (or `Mink-Schema-Id`), the writer id and sequence come from `Mink-Writer-Id` and `Mink-Sequence`.
+//!
+//! - `ndjson`: NDJSON rows in and out (and the JSON arrays of SSE events).
+//! - `arrow`: Arrow IPC streams in and out.
+//! - `batch`: mink batches: encoding rows into one, decoding a stored one, reading its header.
+//! - [`schema`]: table schemas as JSON.
+
+mod arrow;
+mod batch;
+mod ndjson;
+pub mod schema;
+
+pub use arrow::{arrow_to_rows, rows_to_arrow};
+pub use batch::{base_offset_of, decode_batch, encode_rows, next_offset_of, schema_id_of};
+pub use ndjson::{ndjson_to_rows, rows_to_json_array, rows_to_ndjson};
+
+use crate::error::{ApiError, ApiResult};
+
+/// Mink batches.
+pub const MINK: &str = "application/vnd.mink.batches";
+/// Arrow IPC stream.
+pub const ARROW: &str = "application/vnd.apache.arrow.stream";
+/// Newline-delimited JSON.
+pub const NDJSON: &str = "application/x-ndjson";
+/// Server-sent events.
+pub const SSE: &str = "text/event-stream";
+
+/// A body format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// [`MINK`].
+    Mink,
+    /// [`ARROW`].
+    Arrow,
+    /// [`NDJSON`].
+    Ndjson,
+    /// [`SSE`] (reads only).
+    Sse,
+}
+
+impl Format {
+    /// The media type.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Format::Mink => MINK,
+            Format::Arrow => ARROW,
+            Format::Ndjson => NDJSON,
+            Format::Sse => SSE,
+        }
+    }
+
+    fn from_media_type(media: &str) -> Option<Self> {
+        let media = media.split(';').next().unwrap_or("").trim();
+        match media.to_ascii_lowercase().as_str() {
+            MINK => Some(Format::Mink),
+            ARROW | "application/vnd.apache.arrow.file" | "application/arrow" => {
+                Some(Format::Arrow)
+            }
+            NDJSON | "application/ndjson" | "application/jsonl" | "application/x-jsonlines"
+            | "application/json"
+            // curl's default for `-d`: nobody posts HTML forms here, so read it as NDJSON.
+            | "application/x-www-form-urlencoded" => Some(Format::Ndjson),
+            SSE => Some(Format::Sse),
+            _ => None,
+        }
+    }
+
+    /// The format of an append body from its Content-Type (none given, or curl's default
+    /// `application/x-www-form-urlencoded`: NDJSON).
+    pub fn of_content_type(content_type: Option<&str>) -> ApiResult<Self> {
+        let Some(ct) = content_type else {
+            return Ok(Format::Ndjson);
+        };
+        match Self::from_media_type(ct) {
+            Some(Format::Sse) | None => Err(ApiError::UnsupportedMediaType {
+                content_type: ct.to_owned(),
+                accepted: "application/vnd.mink.batches, application/vnd.apache.arrow.stream, application/x-ndjson",
+            }),
+            Some(f) => Ok(f),
+        }
+    }
+
+    /// The format of a read from its Accept header: the first listed type we serve; `*/*` or
+    /// nothing: NDJSON.
+    pub fn of_accept(accept: Option<&str>) -> Self {
+        accept
+            .into_iter()
+            .flat_map(|a| a.split(','))
+            .find_map(Self::from_media_type)
+            .unwrap_or(Format::Ndjson)
+    }
+}
+
+/// An Arrow error while encoding a response.
+fn internal(e: arrow_schema::ArrowError) -> ApiError {
+    ApiError::Internal {
+        message: format!("encoding the response failed: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema, SchemaRef};
+    use mink_codec::BatchMeta;
+
+    use super::*;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("msg", DataType::Utf8, true),
+        ]))
+    }
+
+    #[test]
+    fn accept_and_content_type_pick_formats() {
+        assert_eq!(Format::of_accept(None), Format::Ndjson);
+        assert_eq!(Format::of_accept(Some("*/*")), Format::Ndjson);
+        assert_eq!(Format::of_accept(Some("text/event-stream")), Format::Sse);
+        assert_eq!(
+            Format::of_accept(Some("text/html, application/vnd.apache.arrow.stream;q=0.9")),
+            Format::Arrow
+        );
+        assert_eq!(
+            Format::of_content_type(Some("application/vnd.mink.batches")).unwrap(),
+            Format::Mink
+        );
+        assert_eq!(
+            Format::of_content_type(Some("text/html"))
+                .unwrap_err()
+                .kind(),
+            "unsupported_media_type"
+        );
+    }
+
+    #[test]
+    fn ndjson_and_arrow_round_trip_through_a_batch() {
+        let rows = ndjson_to_rows(
+            &schema(),
+            b"{\"id\":1,\"msg\":\"a\"}\n{\"id\":2,\"msg\":null}\n",
+        )
+        .unwrap();
+        assert_eq!(rows.num_rows(), 2);
+        let ipc = rows_to_arrow(&schema(), std::slice::from_ref(&rows)).unwrap();
+        let back = arrow_to_rows(&schema(), &ipc).unwrap();
+        assert_eq!(back, rows);
+        let batch = encode_rows(&back, BatchMeta::new(1)).unwrap();
+        let decoded = decode_batch(&batch, &schema()).unwrap().unwrap();
+        let mut out = Vec::new();
+        rows_to_ndjson(&decoded, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"id\":1,\"msg\":\"a\"}\n{\"id\":2}\n"
+        );
+        let ids = decoded
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(ids.values(), &[1, 2]);
+        let _ = StringArray::from(vec!["x"]);
+    }
+
+    #[test]
+    fn bad_rows_are_rejected() {
+        for body in [
+            &b"{\"id\":\"x\"}"[..],
+            b"{\"id\":1,\"other\":2}",
+            b"not json",
+            b"",
+            b"{\"msg\":\"no id\"}",
+        ] {
+            assert!(ndjson_to_rows(&schema(), body).is_err(), "{body:?}");
+        }
+        assert!(arrow_to_rows(&schema(), b"garbage").is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! The HTTP front end over the node core: the API versioned under `/v1`, JSON for control, batch
+//! formats for data (see [`crate::format`]). The routes:
+//!
+//! | Method | Path | What |
+//! |---|---|---|
+//! | GET | `/healthz` | liveness: 200 while serving, 503 while shutting down |
+//! | GET | `/metrics` | Prometheus text |
+//! | POST | `/v1/tables` | create a table: `{"name", "schema": {"fields": [...]}, "buckets", "partitions"}` |
+//! | GET | `/v1/tables` | list tables |
+//! | GET, DELETE | `/v1/tables/{table}` | get / drop a table (drop destroys its logs and writer snapshots) |
+//! | POST | `/v1/tables/{table}/schemas` | add a schema version: `{"schema": {...}}` -> `{"schema_id"}` |
+//! | POST | `/v1/writers` | init_writer: `{"writer_id"}` from the shared allocator |
+//! | POST | `/v1/tables/{table}/buckets/{bucket}/records` | append |
+//! | GET | `/v1/tables/{table}/buckets/{bucket}/records` | read, long-poll, SSE |
+//! | GET | `/v1/tables/{table}/buckets/{bucket}/offsets` | log start and high watermark; `?timestamp=ms` for an offset |
+//! | POST | `/v1/tables/{table}/buckets/{bucket}/trim` | `{"offset"}`: move the log start forward |
+//!
+//! Bucket routes take `?partition=NAME` (default `default`).
+//!
+//! Files: `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
+//! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
+//! events), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
+//! `rate_limit` (the token bucket in front of `/v1`). The middleware is layered in one place,
+//! [`router`]: the body limit (axum's), the rate limit, the request log (tower-http's trace).
+
+mod error;
+mod extract;
+mod headers;
+mod rate_limit;
+mod read;
+mod records;
+mod sse;
+mod tables;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tower_http::trace::TraceLayer;
+use tracing::Span;
+
+pub use headers::{
+    HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
+};
+
+use crate::core::NodeCore;
+use crate::error::ApiError;
+
+/// A running HTTP front end.
+pub(crate) struct HttpServer {
+    /// The address it listens on.
+    pub(crate) addr: SocketAddr,
+    /// The server; it ends once the core's shutdown signal fired and requests in flight finished.
+    pub(crate) task: JoinHandle<std::io::Result<()>>,
+}
+
+/// Binds the address in the settings (`listen`) and serves the API until the core shuts down.
+pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
+    error::set_retry_after(core.settings().http.retry_after_secs);
+    let listener = TcpListener::bind(core.settings().listen).await?;
+    let addr = listener.local_addr()?;
+    let app = router(core.clone());
+    let stop = core.shutdown_signal().clone();
+    let task = tokio::spawn(async move {
+        // No Nagle: SSE events are small writes that must leave at once, not after the
+        // peer's delayed ACK (~40 ms).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await
+    });
+    Ok(HttpServer { addr, task })
+}
+
+/// The router of the whole API, with its middleware.
+pub(crate) fn router(core: Arc<NodeCore>) -> Router {
+    let http = &core.settings().http;
+    let v1 = Router::new()
+        .route("/tables", post(tables::create).get(tables::list))
+        .route(
+            "/tables/{table}",
+            get(tables::get).delete(tables::drop_table),
+        )
+        .route("/tables/{table}/schemas", post(tables::add_schema))
+        .route("/writers", post(tables::init_writer))
+        .route(
+            "/tables/{table}/buckets/{bucket}/records",
+            post(records::append).get(records::read),
+        )
+        .route(
+            "/tables/{table}/buckets/{bucket}/offsets",
+            get(records::offsets),
+        )
+        .route("/tables/{table}/buckets/{bucket}/trim", post(records::trim))
+        // Innermost first: each request is logged (method, path, status, micros) at debug
+        // level once admitted by the rate limit; bodies are bounded before anything reads them.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &axum::http::Request<Body>| {
+                    tracing::debug_span!(
+                        "request",
+                        method = %request.method(),
+                        path = %request.uri().path()
+                    )
+                })
+                .on_request(())
+                .on_response(
+                    |response: &axum::http::Response<Body>, latency: Duration, _: &Span| {
+                        tracing::debug!(
+                            status = response.status().as_u16(),
+                            micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+                            "request"
+                        );
+                    },
+                )
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            rate_limit::RateLimit::new(
+                http.rate_limit_per_sec,
+                http.rate_limit_burst,
+                core.metrics().clone(),
+            ),
+            rate_limit::admit,
+        ))
+        .layer(DefaultBodyLimit::max(http.max_body_bytes));
+    Router::new()
+        .nest("/v1", v1)
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .with_state(core)
+}
+
+async fn healthz(State(core): State<Arc<NodeCore>>) -> Response {
+    if core.is_shutting_down() {
+        return ApiError::ShuttingDown.into_response();
+    }
+    axum::Json(serde_json::json!({
+        "status": "ok",
+        "node_id": core.settings().node_id,
+    }))
+    .into_response()
+}
+
+async fn metrics(State(core): State<Arc<NodeCore>>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        core.metrics().render(),
+    )
+        .into_response()
+}
+
+async fn not_found(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::RouteNotFound {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}

@@ -1,0 +1,178 @@
+//! The routes of one bucket: append and read (`/records`), offsets, and trim.
+//!
+//! A read is a range read with an optional long-poll (`read.rs`) or, with `live=sse` or
+//! `Accept: text/event-stream`, a held-open stream of server-sent events (`sse.rs`).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, FailedToBufferBody, JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use mink_codec::BatchMeta;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::extract::{BucketQuery, bucket_log, json_body, query};
+use super::headers::{SCHEMA_ID, SEQUENCE, WRITER_ID, header_number};
+use super::read::{self, ReadQuery};
+use super::sse;
+use crate::catalog::TableInfo;
+use crate::core::NodeCore;
+use crate::error::{ApiError, ApiResult};
+use crate::format::{self, Format};
+
+pub(crate) async fn append(
+    State(core): State<Arc<NodeCore>>,
+    Path((table, bucket)): Path<(String, String)>,
+    q: Result<Query<BucketQuery>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let q = query(q)?;
+    let body = body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+            ApiError::PayloadTooLarge {
+                limit: core.settings().http.max_body_bytes,
+            }
+        }
+        other => ApiError::bad_request(format!("could not read the body: {}", other.body_text())),
+    })?;
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let format = Format::of_content_type(content_type)?;
+    let (info, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
+    let batches = match format {
+        Format::Mink => body,
+        Format::Arrow | Format::Ndjson => rows_to_batch(&info, &headers, format, &body)?,
+        Format::Sse => unreachable_format()?,
+    };
+    let outcome = core.append(log.as_ref(), batches).await?;
+    Ok(Json(json!({
+        "base_offset": outcome.base_offset,
+        "last_offset": outcome.last_offset,
+        "next_offset": outcome.last_offset + 1,
+        "commit_timestamp": outcome.commit_timestamp,
+        "duplicate": outcome.duplicate,
+    }))
+    .into_response())
+}
+
+fn unreachable_format() -> ApiResult<Bytes> {
+    Err(ApiError::bad_request(
+        "text/event-stream is not an append format",
+    ))
+}
+
+fn rows_to_batch(
+    info: &TableInfo,
+    headers: &HeaderMap,
+    format: Format,
+    body: &[u8],
+) -> ApiResult<Bytes> {
+    let (schema_id, schema) = match header_number::<i16>(headers, &SCHEMA_ID)? {
+        Some(id) => (
+            id,
+            info.schemas.get(id).ok_or_else(|| {
+                ApiError::invalid("unknown_schema", format!("table has no schema id {id}"))
+            })?,
+        ),
+        None => info.schemas.latest().ok_or_else(|| ApiError::Internal {
+            message: "table has no schema".to_owned(),
+        })?,
+    };
+    let writer_id = header_number::<i64>(headers, &WRITER_ID)?;
+    let sequence = header_number::<i32>(headers, &SEQUENCE)?;
+    let meta = match (writer_id, sequence) {
+        (Some(w), Some(s)) if w >= 0 && s >= 0 => BatchMeta::new(schema_id).with_writer(w, s),
+        (None, None) => BatchMeta::new(schema_id),
+        _ => {
+            return Err(ApiError::bad_request(
+                "Mink-Writer-Id and Mink-Sequence go together, both non-negative",
+            ));
+        }
+    };
+    let rows = match format {
+        Format::Arrow => format::arrow_to_rows(&schema, body)?,
+        _ => format::ndjson_to_rows(&schema, body)?,
+    };
+    format::encode_rows(&rows, meta)
+}
+
+pub(crate) async fn read(
+    State(core): State<Arc<NodeCore>>,
+    Path((table, bucket)): Path<(String, String)>,
+    q: Result<Query<ReadQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let q = query(q)?;
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = match q.live.as_deref().map(str::trim) {
+        Some("sse") => Format::Sse,
+        Some("long-poll") | None => Format::of_accept(accept),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "live `{other}` is not `long-poll` or `sse`"
+            )));
+        }
+    };
+    let (info, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
+    if format == Format::Sse {
+        return sse::serve(core, info, log, q, &headers);
+    }
+    read::serve(&core, &info, log.as_ref(), &q, format).await
+}
+
+/// Query of an offsets request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OffsetsQuery {
+    partition: Option<String>,
+    timestamp: Option<i64>,
+}
+
+pub(crate) async fn offsets(
+    State(core): State<Arc<NodeCore>>,
+    Path((table, bucket)): Path<(String, String)>,
+    q: Result<Query<OffsetsQuery>, QueryRejection>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let q = query(q)?;
+    let (_, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
+    if let Some(ts) = q.timestamp {
+        // The tablet refuses a timestamp in the future, against its own (injected) clock.
+        let offset = log.offset_for_timestamp(ts).await?;
+        return Ok(Json(json!({ "timestamp": ts, "offset": offset })));
+    }
+    let o = log.offsets();
+    Ok(Json(json!({
+        "log_start": o.log_start,
+        "high_watermark": o.high_watermark,
+    })))
+}
+
+/// Body of a trim request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TrimBody {
+    offset: u64,
+}
+
+pub(crate) async fn trim(
+    State(core): State<Arc<NodeCore>>,
+    Path((table, bucket)): Path<(String, String)>,
+    q: Result<Query<BucketQuery>, QueryRejection>,
+    body: Result<Json<TrimBody>, JsonRejection>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let q = query(q)?;
+    let body = json_body(body)?;
+    let (_, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
+    log.trim(body.offset).await?;
+    let o = log.offsets();
+    Ok(Json(json!({
+        "log_start": o.log_start,
+        "high_watermark": o.high_watermark,
+    })))
+}

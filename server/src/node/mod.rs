@@ -1,0 +1,256 @@
+//! Assembling and running a node.
+//!
+//! Components come in through [`NodeBuilder`] (`Node::builder().object_store(..).metadata(..)`),
+//! so a test starts a node in-process on `127.0.0.1:0` against memory or local-file storage; the
+//! binary builds them from [`Settings`] with [`NodeBuilder::from_settings`].
+//!
+//! Start: open the metadata log, open the s3stream engine (which replays this node's WAL), build
+//! the node core over them, and start the front ends on it (the HTTP API: bind, serve).
+//! `backends.rs` builds the stores and the KV from settings. Shutdown ([`Node::shutdown`], or SIGTERM/Ctrl-C in the binary): parked
+//! long-polls and SSE streams return, the listener stops accepting, in-flight requests (appends)
+//! finish, every open tablet is closed (writer snapshot, stream closed), the engine flushes and
+//! compacts, and the node reports how it went.
+
+mod backends;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mink_metadata::{MetaKv, Metadata, MetadataOptions};
+use mink_s3stream::engine::Engine;
+use mink_s3stream::storage::ObjectStorage;
+use mink_tablet::TabletSettings;
+use tokio::task::JoinHandle;
+
+use crate::bucket_log::{LogProvider, TabletProvider};
+use crate::core::NodeCore;
+use crate::http;
+use crate::settings::Settings;
+
+/// Why a node could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// A component is missing from the builder.
+    #[error("the node builder needs {what}")]
+    Missing {
+        /// What is missing.
+        what: &'static str,
+    },
+    /// The settings are unusable.
+    #[error("invalid settings: {message}")]
+    Settings {
+        /// What is wrong.
+        message: String,
+    },
+    /// The object store could not be set up.
+    #[error("object storage ({what}): {source}")]
+    Storage {
+        /// Which store.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: mink_s3stream::storage::StorageError,
+    },
+    /// Metadata could not be opened.
+    #[error("metadata: {source}")]
+    Metadata {
+        /// The cause.
+        #[from]
+        source: mink_metadata::MetaError,
+    },
+    /// The stream engine failed to open or shut down.
+    #[error("stream engine: {source}")]
+    Engine {
+        /// The cause.
+        #[from]
+        source: mink_s3stream::error::StreamError,
+    },
+    /// The listener could not be bound or failed.
+    #[error("HTTP listener on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Closing tablets at shutdown failed.
+    #[error("closing tablets: {message}")]
+    Close {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Builds a [`Node`].
+#[derive(Default)]
+pub struct NodeBuilder {
+    settings: Settings,
+    wal_store: Option<Arc<dyn ObjectStorage>>,
+    data_store: Option<Arc<dyn ObjectStorage>>,
+    metadata: Option<Arc<dyn MetaKv>>,
+    tablet_settings: TabletSettings,
+}
+
+impl std::fmt::Debug for NodeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeBuilder")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeBuilder {
+    /// Settings (default: [`Settings::default`]).
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The object store for WAL objects, and for data objects unless [`Self::data_store`] is set.
+    pub fn object_store(mut self, store: Arc<dyn ObjectStorage>) -> Self {
+        self.wal_store = Some(store);
+        self
+    }
+
+    /// A separate object store for committed (compacted) objects.
+    pub fn data_store(mut self, store: Arc<dyn ObjectStorage>) -> Self {
+        self.data_store = Some(store);
+        self
+    }
+
+    /// The metadata KV.
+    pub fn metadata(mut self, kv: Arc<dyn MetaKv>) -> Self {
+        self.metadata = Some(kv);
+        self
+    }
+
+    /// Tablet settings (writer TTL, snapshot cadence).
+    pub fn tablet_settings(mut self, settings: TabletSettings) -> Self {
+        self.tablet_settings = settings;
+        self
+    }
+
+    /// Opens everything and starts serving on `settings.listen`.
+    pub async fn start(self) -> Result<Node, NodeError> {
+        let wal_store = self.wal_store.ok_or(NodeError::Missing {
+            what: "an object store",
+        })?;
+        let kv = self.metadata.ok_or(NodeError::Missing {
+            what: "a metadata KV",
+        })?;
+        let settings = Arc::new(self.settings);
+        let metadata = Arc::new(Metadata::open(kv, MetadataOptions::default()).await?);
+        let mut engine = Engine::builder()
+            .node(settings.node_id.clone())
+            .wal_storage(wal_store)
+            .metadata(metadata.clone())
+            .settings(settings.engine.clone());
+        if let Some(data) = self.data_store {
+            engine = engine.data_storage(data);
+        }
+        let engine = engine.open().await?;
+        let provider: Arc<dyn LogProvider> =
+            Arc::new(TabletProvider::new(engine.clone(), self.tablet_settings));
+        let core = Arc::new(NodeCore::new(
+            settings.clone(),
+            metadata,
+            engine.clone(),
+            provider,
+        ));
+        let server = http::start(core.clone())
+            .await
+            .map_err(|source| NodeError::Listen {
+                addr: settings.listen,
+                source,
+            })?;
+        let addr = server.addr;
+        tracing::info!(
+            %addr,
+            node = %settings.node_id,
+            storage = ?settings.storage.backend,
+            metadata = ?settings.metadata.backend,
+            "mink node serving"
+        );
+        Ok(Node {
+            addr,
+            core,
+            engine,
+            server: Some(server.task),
+        })
+    }
+}
+
+/// A running node.
+pub struct Node {
+    addr: SocketAddr,
+    core: Arc<NodeCore>,
+    engine: Engine,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// A builder.
+    pub fn builder() -> NodeBuilder {
+        NodeBuilder::default()
+    }
+
+    /// The address the API listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://{addr}`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The node's stream engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Stops gracefully: parked readers return, the listener stops, in-flight requests finish
+    /// (up to `http.shutdown_grace_ms`), tablets are closed and the engine flushes.
+    pub async fn shutdown(mut self) -> Result<(), NodeError> {
+        tracing::info!("shutting down: no new requests; waiting for requests in flight");
+        self.core.shutdown_signal().cancel();
+        if let Some(server) = self.server.take() {
+            let grace = Duration::from_millis(self.core.settings().http.shutdown_grace_ms);
+            match tokio::time::timeout(grace, server).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server failed"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "the HTTP server task failed"),
+                Err(_) => tracing::warn!(?grace, "requests still in flight after the grace period"),
+            }
+        }
+        let closed = self.core.logs().close_all().await;
+        tracing::info!("tablets closed; flushing the engine");
+        let flushed = self.engine.shutdown().await;
+        closed.map_err(|e| NodeError::Close {
+            message: e.to_string(),
+        })?;
+        flushed?;
+        tracing::info!("shutdown complete");
+        Ok(())
+    }
+
+    /// Stops without closing anything, as a crash would (tests of recovery).
+    pub fn abort(mut self) {
+        if let Some(server) = self.server.take() {
+            server.abort();
+        }
+        self.core.shutdown_signal().cancel();
+        self.engine.abort();
+    }
+}
