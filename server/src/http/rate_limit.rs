@@ -2,49 +2,34 @@
 //! per second with bursts of `http.rate_limit_burst` (0 = unlimited); a refused request gets 429
 //! `rate_limited` with `Retry-After` and is counted in `mink_rate_limited_total`.
 //!
-//! Hand-written because neither tower-http nor tower (as the workspace declares it) has a limiter
-//! that refuses: tower's `RateLimit` makes requests wait instead.
+//! The limiter is the `governor` crate's; the middleware is ours so that a refusal is the API's
+//! JSON error and is counted (tower's `RateLimit` would make requests wait instead).
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use parking_lot::Mutex;
+use governor::{DefaultDirectRateLimiter, Quota};
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 
-/// A token bucket admitting `rate` requests per second with bursts of `burst`.
-#[derive(Debug)]
-struct RateLimiter {
-    rate: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
-}
+/// Admits `rate` requests per second with bursts of `burst` (governor's GCRA, the token bucket
+/// without a refill task).
+struct RateLimiter(DefaultDirectRateLimiter);
 
 impl RateLimiter {
     fn new(rate: u32, burst: u32) -> Option<Self> {
-        (rate > 0).then(|| RateLimiter {
-            rate: f64::from(rate),
-            burst: f64::from(burst.max(1)),
-            state: Mutex::new((f64::from(burst.max(1)), Instant::now())),
-        })
+        let rate = NonZeroU32::new(rate)?;
+        let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::per_second(rate).allow_burst(burst);
+        Some(RateLimiter(DefaultDirectRateLimiter::direct(quota)))
     }
 
     fn admit(&self) -> bool {
-        let mut state = self.state.lock();
-        let now = Instant::now();
-        let elapsed = now.duration_since(state.1).as_secs_f64();
-        state.0 = (state.0 + elapsed * self.rate).min(self.burst);
-        state.1 = now;
-        if state.0 >= 1.0 {
-            state.0 -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.0.check().is_ok()
     }
 }
 
