@@ -21,7 +21,7 @@ use futures::future::try_join_all;
 use tokio::task::JoinHandle;
 
 use crate::alloc::{IdAllocator, IdKind};
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 use crate::index::ObjectIndex;
 use crate::keys;
 use crate::kv::{
@@ -281,10 +281,11 @@ impl Metadata {
         self.update_stream(id, |s| {
             check_owner(s, epoch)?;
             if offset > s.end_offset {
-                return Err(MetaError::Invalid(format!(
-                    "cannot trim stream {id} to {offset}: its committed end is {}",
-                    s.end_offset
-                )));
+                return Err(MetaError::Invalid(InvalidRequest::TrimPastEnd {
+                    stream_id: id,
+                    offset,
+                    end_offset: s.end_offset,
+                }));
             }
             s.start_offset = s.start_offset.max(offset);
             Ok(())
@@ -371,10 +372,11 @@ impl Metadata {
                 compares.push(Compare::version(keys::stream(*id), version));
                 if let Some(end) = advance.get(id) {
                     if *end < record.end_offset {
-                        return Err(MetaError::Invalid(format!(
-                            "commit would move stream {id}'s end back from {} to {end}",
-                            record.end_offset
-                        )));
+                        return Err(MetaError::Invalid(InvalidRequest::EndMovesBack {
+                            stream_id: *id,
+                            end_offset: record.end_offset,
+                            requested: *end,
+                        }));
                     }
                     if *end != record.end_offset {
                         record.end_offset = *end;
@@ -537,9 +539,10 @@ impl Metadata {
             match table.schemas.get(&schema_id) {
                 Some(existing) if existing == schema => return Ok(table),
                 Some(_) => {
-                    return Err(MetaError::Invalid(format!(
-                        "table {name} already has a different schema with id {schema_id}"
-                    )));
+                    return Err(MetaError::Invalid(InvalidRequest::SchemaIdTaken {
+                        table: name.to_owned(),
+                        schema_id,
+                    }));
                 }
                 None => {}
             }
@@ -749,40 +752,41 @@ fn check_owner(stream: &StreamRecord, epoch: u64) -> Result<()> {
 }
 
 fn validate_request(request: &CommitRequest) -> Result<()> {
-    let fenced: HashSet<u64> = request.stream_epochs.iter().map(|(id, _)| *id).collect();
-    if fenced.len() != request.stream_epochs.len() {
-        return Err(MetaError::Invalid(
-            "a stream appears twice in stream_epochs".to_owned(),
-        ));
+    let mut fenced = HashSet::new();
+    for (id, _) in &request.stream_epochs {
+        if !fenced.insert(*id) {
+            return Err(MetaError::Invalid(InvalidRequest::StreamFencedTwice {
+                stream_id: *id,
+            }));
+        }
     }
     let mut advanced = HashSet::new();
     for (id, _) in &request.advance {
         if !fenced.contains(id) {
-            return Err(MetaError::Invalid(format!(
-                "commit advances stream {id} without its epoch"
-            )));
+            return Err(MetaError::Invalid(InvalidRequest::AdvanceWithoutEpoch {
+                stream_id: *id,
+            }));
         }
         if !advanced.insert(*id) {
-            return Err(MetaError::Invalid(format!(
-                "commit advances stream {id} twice"
-            )));
+            return Err(MetaError::Invalid(InvalidRequest::AdvancedTwice {
+                stream_id: *id,
+            }));
         }
     }
     let mut ids = HashSet::new();
     for object in &request.add_objects {
         object.validate()?;
         if !ids.insert(object.id) {
-            return Err(MetaError::Invalid(format!(
-                "commit adds object {} twice",
-                object.id
-            )));
+            return Err(MetaError::Invalid(InvalidRequest::ObjectAddedTwice {
+                object_id: object.id,
+            }));
         }
     }
     for id in &request.remove_objects {
         if !ids.insert(*id) {
-            return Err(MetaError::Invalid(format!(
-                "commit adds or removes object {id} twice"
-            )));
+            return Err(MetaError::Invalid(InvalidRequest::ObjectRemovedTwice {
+                object_id: *id,
+            }));
         }
     }
     for w in &request.remove_wal {

@@ -19,7 +19,7 @@ use super::{
     KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream, prefix_end,
     validate_key, validate_txn,
 };
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 
 const BACKEND: &str = "etcd";
 
@@ -91,8 +91,9 @@ fn revision_of(header: Option<&etcd_client::ResponseHeader>) -> u64 {
     header.map_or(0, |h| u64::try_from(h.revision()).unwrap_or(0))
 }
 
-fn to_i64(v: u64, what: &str) -> Result<i64> {
-    i64::try_from(v).map_err(|_| MetaError::Invalid(format!("{what} {v} does not fit etcd's i64")))
+fn to_i64(value: u64, what: &'static str) -> Result<i64> {
+    i64::try_from(value)
+        .map_err(|_| MetaError::Invalid(InvalidRequest::TooLargeForEtcd { what, value }))
 }
 
 #[async_trait]
@@ -175,7 +176,7 @@ impl MetaKv for EtcdKv {
         limit: usize,
     ) -> Result<ScanPage> {
         if limit == 0 {
-            return Err(MetaError::Invalid("scan limit must be positive".to_owned()));
+            return Err(MetaError::Invalid(InvalidRequest::ZeroScanLimit));
         }
         let full_prefix = self.full(prefix);
         let start = match start_after {

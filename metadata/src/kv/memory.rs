@@ -13,7 +13,7 @@ use super::{
     KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
     validate_key, validate_txn,
 };
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 
 const BACKEND: &str = "memory";
 
@@ -158,7 +158,7 @@ impl MetaKv for MemoryKv {
         limit: usize,
     ) -> Result<ScanPage> {
         if limit == 0 {
-            return Err(MetaError::Invalid("scan limit must be positive".to_owned()));
+            return Err(MetaError::Invalid(InvalidRequest::ZeroScanLimit));
         }
         let state = self.state.lock();
         let lower = match start_after {

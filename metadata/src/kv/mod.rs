@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::Stream;
 
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 
 pub use self::etcd::EtcdKv;
 pub use self::memory::MemoryKv;
@@ -308,13 +308,12 @@ pub(crate) fn validate_txn(txn: &Txn) -> Result<()> {
     let mut keys: Vec<&str> = txn.on_success.iter().map(Op::key).collect();
     keys.sort_unstable();
     if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
-        return Err(MetaError::Invalid(format!(
-            "transaction writes key {} twice",
-            w[0]
-        )));
+        return Err(MetaError::Invalid(InvalidRequest::KeyWrittenTwice {
+            key: w[0].to_owned(),
+        }));
     }
     if keys.iter().any(|k| k.is_empty()) || txn.compares.iter().any(|c| c.key.is_empty()) {
-        return Err(MetaError::Invalid("empty key".to_owned()));
+        return Err(MetaError::Invalid(InvalidRequest::EmptyKey));
     }
     Ok(())
 }
@@ -322,7 +321,7 @@ pub(crate) fn validate_txn(txn: &Txn) -> Result<()> {
 /// Checks a key before use.
 pub(crate) fn validate_key(key: &str) -> Result<()> {
     if key.is_empty() {
-        return Err(MetaError::Invalid("empty key".to_owned()));
+        return Err(MetaError::Invalid(InvalidRequest::EmptyKey));
     }
     Ok(())
 }

@@ -33,7 +33,7 @@ use super::{
     KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
     validate_key, validate_txn,
 };
-use crate::error::{BoxError, MetaError, Result};
+use crate::error::{BoxError, InvalidRequest, MetaError, Result};
 
 const BACKEND: &str = "redb";
 const KV: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("kv");
@@ -265,7 +265,7 @@ impl MetaKv for RedbKv {
         limit: usize,
     ) -> Result<ScanPage> {
         if limit == 0 {
-            return Err(MetaError::Invalid("scan limit must be positive".to_owned()));
+            return Err(MetaError::Invalid(InvalidRequest::ZeroScanLimit));
         }
         let prefix = prefix.to_owned();
         let start_after = start_after.map(str::to_owned);
