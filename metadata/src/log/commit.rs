@@ -5,8 +5,8 @@
 //! |---|---|
 //! | `mink/objects/{id:020}` | [`ObjectRecord`]: kind, object key, size, the stream ranges it holds |
 //!
-//! A commit also compares and writes `mink/streams/{id:020}` ([`streams`](super::streams)) and
-//! `mink/wal/{node}/{first_id:020}` ([`wal_registry`](super::wal_registry)) in the same transaction.
+//! A commit also compares and writes `mink/streams/{id:020}` (`streams.rs`) and
+//! `mink/wal/{node}/{first_id:020}` (`wal_registry.rs`) in the same transaction.
 
 use std::collections::{HashMap, HashSet};
 

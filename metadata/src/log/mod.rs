@@ -3,7 +3,7 @@
 //! - Streams: create, open (bumps the epoch, fencing every older owner), close, delete, trim.
 //! - [`Metadata::commit`]: one KV transaction that adds objects, removes compacted ones, advances
 //!   stream end offsets and retires compacted WAL ids, with a compare on every named stream's
-//!   record, so a commit from a stale epoch fails with [`MetaError::Fenced`] and changes nothing.
+//!   record, so a commit from a stale epoch fails with [`MetaError::Fenced`](crate::MetaError::Fenced) and changes nothing.
 //! - The WAL registry: WAL object ids are reserved per block and registered per node, so recovery
 //!   finds every uncompacted WAL object without listing the bucket.
 //! - Tables, node registrations, writer snapshots and id allocation.
@@ -11,11 +11,10 @@
 //! The [`ObjectIndex`] is kept current by every commit made here and by a background watch of the
 //! objects prefix (other nodes' commits on etcd); the task stops when the `Metadata` is dropped.
 //!
-//! One file per key family, each with its key layout: [`streams`](self::streams),
-//! [`commit`](self::commit) (objects), [`wal_registry`](self::wal_registry),
-//! [`tables`](self::tables), [`nodes`](self::nodes), [`writer_snapshots`](self::writer_snapshots);
-//! [`index_follower`](self::index_follower) keeps the index current, and [`cas`](self::cas) holds
-//! the typed reads and the compare-and-swap retry loop they all use.
+//! One file per key family, each with its key layout: `streams.rs`, `commit.rs` (objects and the
+//! commit), `wal_registry.rs`, `tables.rs`, `nodes.rs`, `writer_snapshots.rs`;
+//! `index_follower.rs` keeps the index current, and `cas.rs` holds the typed reads and the
+//! compare-and-swap retry loop they all use.
 
 mod cas;
 mod commit;
