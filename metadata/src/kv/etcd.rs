@@ -5,6 +5,7 @@
 //! several tests, can share one etcd); the prefix is invisible to callers. Values are stored as
 //! given (see [`crate::value`] for the format of metadata values).
 
+use std::ops::Bound;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,7 +18,7 @@ use futures::StreamExt;
 
 use super::{
     KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream, prefix_end,
-    validate_key, validate_txn,
+    scan_start, validate_key, validate_scan_limit, validate_txn,
 };
 use crate::error::{InvalidRequest, MetaError, Result};
 
@@ -175,12 +176,10 @@ impl MetaKv for EtcdKv {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage> {
-        if limit == 0 {
-            return Err(MetaError::Invalid(InvalidRequest::ZeroScanLimit));
-        }
+        validate_scan_limit(limit)?;
         let full_prefix = self.full(prefix);
-        let start = match start_after {
-            Some(after) if after >= prefix => {
+        let start = match scan_start(prefix, start_after) {
+            Bound::Excluded(after) => {
                 let mut k = self.full(after).into_bytes();
                 k.push(0);
                 k

@@ -15,6 +15,7 @@ mod hub;
 mod memory;
 mod redb;
 
+use std::ops::Bound;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -316,6 +317,49 @@ pub(crate) fn validate_txn(txn: &Txn) -> Result<()> {
         return Err(MetaError::Invalid(InvalidRequest::EmptyKey));
     }
     Ok(())
+}
+
+/// Checks a scan's page size before use.
+pub(crate) fn validate_scan_limit(limit: usize) -> Result<()> {
+    if limit == 0 {
+        return Err(MetaError::Invalid(InvalidRequest::ZeroScanLimit));
+    }
+    Ok(())
+}
+
+/// Where a scan of `prefix` starts: just after `start_after` when that is at or past the prefix's
+/// first key (a later page), else at the prefix itself.
+pub(crate) fn scan_start<'a>(prefix: &'a str, start_after: Option<&'a str>) -> Bound<&'a str> {
+    match start_after {
+        Some(after) if after >= prefix => Bound::Excluded(after),
+        _ => Bound::Included(prefix),
+    }
+}
+
+/// Whether a transaction writes a key under a lease (refused by backends without leases).
+pub(crate) fn puts_with_lease(txn: &Txn) -> bool {
+    txn.on_success
+        .iter()
+        .any(|op| matches!(op, Op::Put { lease: Some(_), .. }))
+}
+
+/// [`MetaKv::put`] for backends whose transactions do all the writing: a transaction of one put.
+pub(crate) async fn put_as_txn<K: MetaKv + ?Sized>(kv: &K, key: &str, value: Bytes) -> Result<u64> {
+    let outcome = kv
+        .txn(Txn {
+            compares: vec![],
+            on_success: vec![Op::put(key, value)],
+        })
+        .await?;
+    Ok(outcome.revision)
+}
+
+/// What every lease operation returns on a backend without leases.
+pub(crate) fn leases_unsupported(backend: &'static str) -> MetaError {
+    MetaError::Unsupported {
+        backend,
+        operation: "leases",
+    }
 }
 
 /// Checks a key before use.
