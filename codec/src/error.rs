@@ -6,6 +6,36 @@
 
 use arrow_schema::{ArrowError, DataType};
 
+/// Names of the header fields and batch regions that errors point at ([`Error::field`]).
+pub mod field {
+    /// The `base_offset` field.
+    pub const BASE_OFFSET: &str = "base_offset";
+    /// The `length` field.
+    pub const LENGTH: &str = "length";
+    /// The `magic` field.
+    pub const MAGIC: &str = "magic";
+    /// The `crc` field.
+    pub const CRC: &str = "crc";
+    /// The whole header.
+    pub const HEADER: &str = "header";
+    /// The `attributes` field.
+    pub const ATTRIBUTES: &str = "attributes";
+    /// The `last_offset_delta` field.
+    pub const LAST_OFFSET_DELTA: &str = "last_offset_delta";
+    /// The `record_count` field.
+    pub const RECORD_COUNT: &str = "record_count";
+    /// The change-type vector.
+    pub const CHANGE_TYPES: &str = "change_types";
+    /// The Arrow IPC message prefix (continuation marker and metadata length).
+    pub const ARROW_PREFIX: &str = "arrow.prefix";
+    /// The Arrow IPC flatbuffer metadata.
+    pub const ARROW_METADATA: &str = "arrow.metadata";
+    /// The Arrow IPC body.
+    pub const ARROW_BODY: &str = "arrow.body";
+    /// The row count declared in the Arrow metadata.
+    pub const ARROW_LENGTH: &str = "arrow.length";
+}
+
 /// Everything that can go wrong while building, reading or projecting a batch.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -199,10 +229,10 @@ impl Error {
             | Error::CountMismatch { field, .. }
             | Error::InvalidArrowMessage { field, .. }
             | Error::Arrow { field, .. } => Some(field),
-            Error::BadMagic { .. } => Some(crate::header::field::MAGIC),
-            Error::CrcMismatch { .. } => Some(crate::header::field::CRC),
-            Error::BadAttributes { .. } => Some(crate::header::field::ATTRIBUTES),
-            Error::BadChangeType { .. } => Some(crate::header::field::CHANGE_TYPES),
+            Error::BadMagic { .. } => Some(field::MAGIC),
+            Error::CrcMismatch { .. } => Some(field::CRC),
+            Error::BadAttributes { .. } => Some(field::ATTRIBUTES),
+            Error::BadChangeType { .. } => Some(field::CHANGE_TYPES),
             _ => None,
         }
     }

@@ -4,6 +4,8 @@
 //! `leader_epoch` and `crc` precede the CRC-covered region (which starts at `schema_id`, byte 29), so
 //! [`write_base_offset`], [`write_commit_timestamp`] and [`write_leader_epoch`] never invalidate the CRC.
 
+/// The field names errors use, also reachable here where they were first defined.
+pub use crate::error::field;
 use crate::error::{Error, Result};
 
 /// Size of the header in bytes.
@@ -47,36 +49,6 @@ pub mod pos {
     pub const BATCH_SEQUENCE: usize = 44;
     /// `record_count`, i32.
     pub const RECORD_COUNT: usize = 48;
-}
-
-/// Field names used in errors.
-pub mod field {
-    /// The `base_offset` field.
-    pub const BASE_OFFSET: &str = "base_offset";
-    /// The `length` field.
-    pub const LENGTH: &str = "length";
-    /// The `magic` field.
-    pub const MAGIC: &str = "magic";
-    /// The `crc` field.
-    pub const CRC: &str = "crc";
-    /// The whole header.
-    pub const HEADER: &str = "header";
-    /// The `attributes` field.
-    pub const ATTRIBUTES: &str = "attributes";
-    /// The `last_offset_delta` field.
-    pub const LAST_OFFSET_DELTA: &str = "last_offset_delta";
-    /// The `record_count` field.
-    pub const RECORD_COUNT: &str = "record_count";
-    /// The change-type vector.
-    pub const CHANGE_TYPES: &str = "change_types";
-    /// The Arrow IPC message prefix (continuation marker and metadata length).
-    pub const ARROW_PREFIX: &str = "arrow.prefix";
-    /// The Arrow IPC flatbuffer metadata.
-    pub const ARROW_METADATA: &str = "arrow.metadata";
-    /// The Arrow IPC body.
-    pub const ARROW_BODY: &str = "arrow.body";
-    /// The row count declared in the Arrow metadata.
-    pub const ARROW_LENGTH: &str = "arrow.length";
 }
 
 /// The decoded header fields of one batch.

@@ -17,8 +17,8 @@ use arrow_ipc::MetadataVersion;
 use arrow_ipc::reader::RecordBatchDecoder;
 use arrow_schema::{DataType, Field, SchemaRef};
 
+use crate::error::field;
 use crate::error::{Error, Result};
-use crate::header::field;
 
 /// The IPC continuation marker that starts every message.
 pub(crate) const CONTINUATION: [u8; 4] = [0xFF; 4];

@@ -10,8 +10,8 @@
 use arrow_schema::{Schema, SchemaRef};
 
 use crate::encode::{BatchMeta, ChangeBytes, Encoder};
-use crate::error::{Error, Result};
-use crate::header::{Header, field, put};
+use crate::error::{Error, Result, field};
+use crate::header::{Header, put};
 use crate::ipc;
 use crate::view::{BatchBuf, BatchView, batches};
 

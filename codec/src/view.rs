@@ -17,10 +17,8 @@ use arrow_schema::SchemaRef;
 use bytes::Bytes;
 
 use crate::change::ChangeType;
-use crate::error::{Error, Result};
-use crate::header::{
-    ATTR_APPEND_ONLY, CRC_START, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC, field, pos,
-};
+use crate::error::{Error, Result, field};
+use crate::header::{ATTR_APPEND_ONLY, CRC_START, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC, pos};
 use crate::ipc::{self, CONTINUATION, MessageLayout};
 
 /// A byte container a [`BatchView`] can sit on: `&[u8]` (decoding copies the Arrow body) or

@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
 use crate::kv::{CasOutcome, MetaKv, MetaKvExt};
 use crate::records::IdCounter;
@@ -45,9 +45,7 @@ impl IdKind {
 /// Takes `count` fresh ids of `kind` straight from the KV counter.
 pub async fn reserve_block(kv: &dyn MetaKv, kind: IdKind, count: u64) -> Result<Range<u64>> {
     if count == 0 {
-        return Err(MetaError::Invalid(
-            "cannot reserve an empty block of ids".to_owned(),
-        ));
+        return Err(MetaError::Invalid(InvalidRequest::EmptyIdBlock));
     }
     let key = kind.key();
     let mut current = kv.get(&key).await?;
@@ -56,9 +54,12 @@ pub async fn reserve_block(kv: &dyn MetaKv, kind: IdKind, count: u64) -> Result<
             Some(kv) => (decode::<IdCounter>(&key, &kv.value)?.0, kv.version),
             None => (0, 0),
         };
-        let end = next
-            .checked_add(count)
-            .ok_or_else(|| MetaError::Invalid(format!("id space {key} is exhausted at {next}")))?;
+        let end = next.checked_add(count).ok_or_else(|| {
+            MetaError::Invalid(InvalidRequest::IdSpaceExhausted {
+                key: key.clone(),
+                next,
+            })
+        })?;
         match kv
             .compare_and_swap(&key, version, Some(encode(&IdCounter(end))))
             .await?

@@ -122,7 +122,7 @@ pub enum MetaError {
     },
     /// The request itself is invalid (an offset moving backwards, a bad key, an empty range).
     #[error("invalid metadata request: {0}")]
-    Invalid(String),
+    Invalid(InvalidRequest),
     /// A watch fell behind and missed events; the watcher must re-read the state and watch again.
     #[error("watch of {prefix} fell behind and lost {missed} events; re-read and watch again")]
     WatchLagged {
@@ -130,6 +130,141 @@ pub enum MetaError {
         prefix: String,
         /// How many events were dropped.
         missed: u64,
+    },
+}
+
+/// What was wrong with a request refused as [`MetaError::Invalid`]. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidRequest {
+    /// A key, or a key a transaction compares, is empty.
+    #[error("empty key")]
+    EmptyKey,
+    /// A transaction writes one key more than once.
+    #[error("transaction writes key {key} twice")]
+    KeyWrittenTwice {
+        /// The key.
+        key: String,
+    },
+    /// A scan asked for pages of zero keys.
+    #[error("scan limit must be positive")]
+    ZeroScanLimit,
+    /// A number does not fit etcd's signed 64-bit integers.
+    #[error("{what} {value} does not fit etcd's i64")]
+    TooLargeForEtcd {
+        /// What the number is (`version`, `lease`).
+        what: &'static str,
+        /// The number.
+        value: u64,
+    },
+    /// A name used as one key segment is empty or contains `/`.
+    #[error("{what} name {name:?} must be non-empty and must not contain '/'")]
+    BadName {
+        /// What is named (`table`, `partition`, `node`).
+        what: &'static str,
+        /// The refused name.
+        name: String,
+    },
+    /// An id allocator was asked for zero ids.
+    #[error("cannot reserve an empty block of ids")]
+    EmptyIdBlock,
+    /// An id counter would pass `u64::MAX`.
+    #[error("id space {key} is exhausted at {next}")]
+    IdSpaceExhausted {
+        /// The counter's key.
+        key: String,
+        /// The next id it would hand out.
+        next: u64,
+    },
+    /// An object's range of a stream holds no offsets, or ends before it starts.
+    #[error(
+        "object {object_id} range of stream {stream_id} is empty or reversed: [{start_offset}, {end_offset})"
+    )]
+    EmptyObjectRange {
+        /// The object.
+        object_id: u64,
+        /// The stream of the range.
+        stream_id: u64,
+        /// First offset of the range.
+        start_offset: u64,
+        /// Offset after the range.
+        end_offset: u64,
+    },
+    /// An object's range of a stream ends past the object's last byte.
+    #[error("object {object_id} range of stream {stream_id} ends past the object's {size} bytes")]
+    ObjectRangePastEnd {
+        /// The object.
+        object_id: u64,
+        /// The stream of the range.
+        stream_id: u64,
+        /// The object's size in bytes.
+        size: u64,
+    },
+    /// An object holds more than one range of one stream.
+    #[error("object {object_id} holds two ranges of stream {stream_id}")]
+    TwoRangesOfStream {
+        /// The object.
+        object_id: u64,
+        /// The stream.
+        stream_id: u64,
+    },
+    /// A trim would move a stream's start past its committed end.
+    #[error("cannot trim stream {stream_id} to {offset}: its committed end is {end_offset}")]
+    TrimPastEnd {
+        /// The stream.
+        stream_id: u64,
+        /// The requested start offset.
+        offset: u64,
+        /// The stream's committed end.
+        end_offset: u64,
+    },
+    /// A table already has a different schema under this schema id.
+    #[error("table {table} already has a different schema with id {schema_id}")]
+    SchemaIdTaken {
+        /// The table.
+        table: String,
+        /// The schema id.
+        schema_id: u16,
+    },
+    /// A commit names one stream twice in its `stream_epochs`.
+    #[error("a stream appears twice in stream_epochs")]
+    StreamFencedTwice {
+        /// The stream.
+        stream_id: u64,
+    },
+    /// A commit advances a stream it does not fence with an epoch.
+    #[error("commit advances stream {stream_id} without its epoch")]
+    AdvanceWithoutEpoch {
+        /// The stream.
+        stream_id: u64,
+    },
+    /// A commit advances one stream twice.
+    #[error("commit advances stream {stream_id} twice")]
+    AdvancedTwice {
+        /// The stream.
+        stream_id: u64,
+    },
+    /// A commit adds one object twice.
+    #[error("commit adds object {object_id} twice")]
+    ObjectAddedTwice {
+        /// The object.
+        object_id: u64,
+    },
+    /// A commit removes one object twice, or adds and removes it.
+    #[error("commit adds or removes object {object_id} twice")]
+    ObjectRemovedTwice {
+        /// The object.
+        object_id: u64,
+    },
+    /// A commit would move a stream's committed end backwards.
+    #[error("commit would move stream {stream_id}'s end back from {end_offset} to {requested}")]
+    EndMovesBack {
+        /// The stream.
+        stream_id: u64,
+        /// Its committed end.
+        end_offset: u64,
+        /// The smaller end the commit asked for.
+        requested: u64,
     },
 }
 

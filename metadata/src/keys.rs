@@ -11,6 +11,8 @@
 //! | `mink/nodes/{node}` | [`crate::NodeRecord`] |
 //! | `mink/writers/{table}/{partition}/{bucket}` | [`crate::WriterSnapshot`] |
 
+use crate::error::{InvalidRequest, MetaError, Result};
+
 /// Root of every key.
 pub const ROOT: &str = "mink/";
 /// Prefix of the id counters.
@@ -69,11 +71,12 @@ pub fn writer(table: &str, partition: &str, bucket: u32) -> String {
 }
 
 /// Checks a name used as one key segment (table, partition, node): non-empty, no `/`.
-pub(crate) fn check_segment(what: &str, name: &str) -> crate::Result<()> {
+pub(crate) fn check_segment(what: &'static str, name: &str) -> Result<()> {
     if name.is_empty() || name.contains('/') {
-        return Err(crate::MetaError::Invalid(format!(
-            "{what} name {name:?} must be non-empty and must not contain '/'"
-        )));
+        return Err(MetaError::Invalid(InvalidRequest::BadName {
+            what,
+            name: name.to_owned(),
+        }));
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! - [`records`] and [`keys`]: the typed records and where they live.
 //! - [`alloc`]: block-allocating id allocators for writer, stream and object ids.
 //! - [`log`]: the metadata log ([`Metadata`]): stream lifecycle with epochs, atomic fenced commits of
-//!   objects and offsets, trims, the WAL registry, tables, nodes, writer snapshots.
+//!   objects and offsets, trims, the WAL registry, tables, nodes, writer snapshots; one file per key
+//!   family under `log/`, each with its key layout.
 //! - [`index`]: the node-local object index answering "objects covering stream S from offset a".
 
 pub mod alloc;

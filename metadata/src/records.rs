@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 use crate::value::{MetaRecord, RecordKind, from_json_body, json_body, read_u64};
 
 /// A table: its schema versions, bucket count and partitions.
@@ -117,25 +117,28 @@ impl ObjectRecord {
         let mut seen = std::collections::HashSet::new();
         for r in &self.ranges {
             if r.end_offset <= r.start_offset {
-                return Err(MetaError::Invalid(format!(
-                    "object {} range of stream {} is empty or reversed: [{}, {})",
-                    self.id, r.stream_id, r.start_offset, r.end_offset
-                )));
+                return Err(MetaError::Invalid(InvalidRequest::EmptyObjectRange {
+                    object_id: self.id,
+                    stream_id: r.stream_id,
+                    start_offset: r.start_offset,
+                    end_offset: r.end_offset,
+                }));
             }
             if r.position
                 .checked_add(r.len)
                 .is_none_or(|end| end > self.size)
             {
-                return Err(MetaError::Invalid(format!(
-                    "object {} range of stream {} ends past the object's {} bytes",
-                    self.id, r.stream_id, self.size
-                )));
+                return Err(MetaError::Invalid(InvalidRequest::ObjectRangePastEnd {
+                    object_id: self.id,
+                    stream_id: r.stream_id,
+                    size: self.size,
+                }));
             }
             if !seen.insert(r.stream_id) {
-                return Err(MetaError::Invalid(format!(
-                    "object {} holds two ranges of stream {}",
-                    self.id, r.stream_id
-                )));
+                return Err(MetaError::Invalid(InvalidRequest::TwoRangesOfStream {
+                    object_id: self.id,
+                    stream_id: r.stream_id,
+                }));
             }
         }
         Ok(())

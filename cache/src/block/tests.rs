@@ -2,7 +2,7 @@
 //! error propagation.
 
 use std::{
-    sync::atomic::{AtomicBool, AtomicU64},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
     time::Duration,
 };
 

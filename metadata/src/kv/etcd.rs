@@ -5,6 +5,7 @@
 //! several tests, can share one etcd); the prefix is invisible to callers. Values are stored as
 //! given (see [`crate::value`] for the format of metadata values).
 
+use std::ops::Bound;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,9 +18,9 @@ use futures::StreamExt;
 
 use super::{
     KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream, prefix_end,
-    validate_key, validate_txn,
+    scan_start, validate_key, validate_scan_limit, validate_txn,
 };
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 
 const BACKEND: &str = "etcd";
 
@@ -91,8 +92,9 @@ fn revision_of(header: Option<&etcd_client::ResponseHeader>) -> u64 {
     header.map_or(0, |h| u64::try_from(h.revision()).unwrap_or(0))
 }
 
-fn to_i64(v: u64, what: &str) -> Result<i64> {
-    i64::try_from(v).map_err(|_| MetaError::Invalid(format!("{what} {v} does not fit etcd's i64")))
+fn to_i64(value: u64, what: &'static str) -> Result<i64> {
+    i64::try_from(value)
+        .map_err(|_| MetaError::Invalid(InvalidRequest::TooLargeForEtcd { what, value }))
 }
 
 #[async_trait]
@@ -174,12 +176,10 @@ impl MetaKv for EtcdKv {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage> {
-        if limit == 0 {
-            return Err(MetaError::Invalid("scan limit must be positive".to_owned()));
-        }
+        validate_scan_limit(limit)?;
         let full_prefix = self.full(prefix);
-        let start = match start_after {
-            Some(after) if after >= prefix => {
+        let start = match scan_start(prefix, start_after) {
+            Bound::Excluded(after) => {
                 let mut k = self.full(after).into_bytes();
                 k.push(0);
                 k

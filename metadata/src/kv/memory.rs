@@ -11,9 +11,10 @@ use parking_lot::Mutex;
 use super::hub::WatchHub;
 use super::{
     KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
-    validate_key, validate_txn,
+    leases_unsupported, put_as_txn, puts_with_lease, scan_start, validate_key, validate_scan_limit,
+    validate_txn,
 };
-use crate::error::{MetaError, Result};
+use crate::error::Result;
 
 const BACKEND: &str = "memory";
 
@@ -63,13 +64,7 @@ impl MetaKv for MemoryKv {
     }
 
     async fn put(&self, key: &str, value: Bytes) -> Result<u64> {
-        let outcome = self
-            .txn(Txn {
-                compares: vec![],
-                on_success: vec![Op::put(key, value)],
-            })
-            .await?;
-        Ok(outcome.revision)
+        put_as_txn(self, key, value).await
     }
 
     async fn delete(&self, key: &str) -> Result<bool> {
@@ -106,15 +101,8 @@ impl MetaKv for MemoryKv {
                 revision: state.revision,
             });
         }
-        if txn
-            .on_success
-            .iter()
-            .any(|op| matches!(op, Op::Put { lease: Some(_), .. }))
-        {
-            return Err(MetaError::Unsupported {
-                backend: BACKEND,
-                operation: "leases",
-            });
+        if puts_with_lease(&txn) {
+            return Err(leases_unsupported(BACKEND));
         }
         state.revision += 1;
         let revision = state.revision;
@@ -157,17 +145,12 @@ impl MetaKv for MemoryKv {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage> {
-        if limit == 0 {
-            return Err(MetaError::Invalid("scan limit must be positive".to_owned()));
-        }
+        validate_scan_limit(limit)?;
         let state = self.state.lock();
-        let lower = match start_after {
-            Some(after) if after >= prefix => Bound::Excluded(after.to_owned()),
-            _ => Bound::Included(prefix.to_owned()),
-        };
+        let lower = scan_start(prefix, start_after);
         let mut items = Vec::new();
         let mut more = false;
-        for (key, (value, version)) in state.map.range((lower, Bound::Unbounded)) {
+        for (key, (value, version)) in state.map.range::<str, _>((lower, Bound::Unbounded)) {
             if !key.starts_with(prefix) {
                 break;
             }
@@ -193,23 +176,14 @@ impl MetaKv for MemoryKv {
     }
 
     async fn grant_lease(&self, _ttl: Duration) -> Result<LeaseId> {
-        Err(MetaError::Unsupported {
-            backend: BACKEND,
-            operation: "leases",
-        })
+        Err(leases_unsupported(BACKEND))
     }
 
     async fn keep_alive(&self, _lease: LeaseId) -> Result<()> {
-        Err(MetaError::Unsupported {
-            backend: BACKEND,
-            operation: "leases",
-        })
+        Err(leases_unsupported(BACKEND))
     }
 
     async fn revoke_lease(&self, _lease: LeaseId) -> Result<()> {
-        Err(MetaError::Unsupported {
-            backend: BACKEND,
-            operation: "leases",
-        })
+        Err(leases_unsupported(BACKEND))
     }
 }

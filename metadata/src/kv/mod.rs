@@ -15,6 +15,7 @@ mod hub;
 mod memory;
 mod redb;
 
+use std::ops::Bound;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::Stream;
 
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 
 pub use self::etcd::EtcdKv;
 pub use self::memory::MemoryKv;
@@ -308,21 +309,63 @@ pub(crate) fn validate_txn(txn: &Txn) -> Result<()> {
     let mut keys: Vec<&str> = txn.on_success.iter().map(Op::key).collect();
     keys.sort_unstable();
     if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
-        return Err(MetaError::Invalid(format!(
-            "transaction writes key {} twice",
-            w[0]
-        )));
+        return Err(MetaError::Invalid(InvalidRequest::KeyWrittenTwice {
+            key: w[0].to_owned(),
+        }));
     }
     if keys.iter().any(|k| k.is_empty()) || txn.compares.iter().any(|c| c.key.is_empty()) {
-        return Err(MetaError::Invalid("empty key".to_owned()));
+        return Err(MetaError::Invalid(InvalidRequest::EmptyKey));
     }
     Ok(())
+}
+
+/// Checks a scan's page size before use.
+pub(crate) fn validate_scan_limit(limit: usize) -> Result<()> {
+    if limit == 0 {
+        return Err(MetaError::Invalid(InvalidRequest::ZeroScanLimit));
+    }
+    Ok(())
+}
+
+/// Where a scan of `prefix` starts: just after `start_after` when that is at or past the prefix's
+/// first key (a later page), else at the prefix itself.
+pub(crate) fn scan_start<'a>(prefix: &'a str, start_after: Option<&'a str>) -> Bound<&'a str> {
+    match start_after {
+        Some(after) if after >= prefix => Bound::Excluded(after),
+        _ => Bound::Included(prefix),
+    }
+}
+
+/// Whether a transaction writes a key under a lease (refused by backends without leases).
+pub(crate) fn puts_with_lease(txn: &Txn) -> bool {
+    txn.on_success
+        .iter()
+        .any(|op| matches!(op, Op::Put { lease: Some(_), .. }))
+}
+
+/// [`MetaKv::put`] for backends whose transactions do all the writing: a transaction of one put.
+pub(crate) async fn put_as_txn<K: MetaKv + ?Sized>(kv: &K, key: &str, value: Bytes) -> Result<u64> {
+    let outcome = kv
+        .txn(Txn {
+            compares: vec![],
+            on_success: vec![Op::put(key, value)],
+        })
+        .await?;
+    Ok(outcome.revision)
+}
+
+/// What every lease operation returns on a backend without leases.
+pub(crate) fn leases_unsupported(backend: &'static str) -> MetaError {
+    MetaError::Unsupported {
+        backend,
+        operation: "leases",
+    }
 }
 
 /// Checks a key before use.
 pub(crate) fn validate_key(key: &str) -> Result<()> {
     if key.is_empty() {
-        return Err(MetaError::Invalid("empty key".to_owned()));
+        return Err(MetaError::Invalid(InvalidRequest::EmptyKey));
     }
     Ok(())
 }

@@ -31,7 +31,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use super::hub::WatchHub;
 use super::{
     KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
-    validate_key, validate_txn,
+    leases_unsupported, put_as_txn, puts_with_lease, scan_start, validate_key, validate_scan_limit,
+    validate_txn,
 };
 use crate::error::{BoxError, MetaError, Result};
 
@@ -146,15 +147,8 @@ impl Inner {
                     });
                 }
             }
-            if txn
-                .on_success
-                .iter()
-                .any(|op| matches!(op, Op::Put { lease: Some(_), .. }))
-            {
-                return Err(MetaError::Unsupported {
-                    backend: BACKEND,
-                    operation: "leases",
-                });
+            if puts_with_lease(&txn) {
+                return Err(leases_unsupported(BACKEND));
             }
             revision = current + 1;
             for op in txn.on_success {
@@ -216,13 +210,7 @@ impl MetaKv for RedbKv {
     }
 
     async fn put(&self, key: &str, value: Bytes) -> Result<u64> {
-        let outcome = self
-            .txn(Txn {
-                compares: vec![],
-                on_success: vec![Op::put(key, value)],
-            })
-            .await?;
-        Ok(outcome.revision)
+        put_as_txn(self, key, value).await
     }
 
     async fn delete(&self, key: &str) -> Result<bool> {
@@ -264,9 +252,7 @@ impl MetaKv for RedbKv {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage> {
-        if limit == 0 {
-            return Err(MetaError::Invalid("scan limit must be positive".to_owned()));
-        }
+        validate_scan_limit(limit)?;
         let prefix = prefix.to_owned();
         let start_after = start_after.map(str::to_owned);
         self.blocking("scan", move |inner| {
@@ -277,10 +263,7 @@ impl MetaKv for RedbKv {
                 .get(REVISION)
                 .map_err(storage("scan"))?
                 .map_or(0, |g| g.value());
-            let lower = match start_after.as_deref() {
-                Some(after) if after >= prefix.as_str() => Bound::Excluded(after),
-                _ => Bound::Included(prefix.as_str()),
-            };
+            let lower = scan_start(&prefix, start_after.as_deref());
             let range = kv
                 .range::<&str>((lower, Bound::Unbounded))
                 .map_err(storage("scan"))?;
@@ -312,23 +295,14 @@ impl MetaKv for RedbKv {
     }
 
     async fn grant_lease(&self, _ttl: Duration) -> Result<LeaseId> {
-        Err(MetaError::Unsupported {
-            backend: BACKEND,
-            operation: "leases",
-        })
+        Err(leases_unsupported(BACKEND))
     }
 
     async fn keep_alive(&self, _lease: LeaseId) -> Result<()> {
-        Err(MetaError::Unsupported {
-            backend: BACKEND,
-            operation: "leases",
-        })
+        Err(leases_unsupported(BACKEND))
     }
 
     async fn revoke_lease(&self, _lease: LeaseId) -> Result<()> {
-        Err(MetaError::Unsupported {
-            backend: BACKEND,
-            operation: "leases",
-        })
+        Err(leases_unsupported(BACKEND))
     }
 }

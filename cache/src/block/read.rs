@@ -1,0 +1,122 @@
+//! Reading a range: looking its pages up in both tiers, waiting for the missing ones (loaded by
+//! `load.rs`), and cutting the range out of the pages.
+
+use std::{ops::Range, sync::Arc};
+
+use bytes::{Bytes, BytesMut};
+use foyer::Source;
+
+use super::load::Pending;
+use super::page::PageKey;
+use super::{Inner, PageLoader};
+use crate::{error::CacheError, metrics::add};
+
+impl Inner {
+    /// Looks a page up in both tiers; `None` if absent or expired (an expired page is removed).
+    async fn lookup(&self, key: PageKey) -> Option<Bytes> {
+        let entry = match self.pages.get(&key).await {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return None,
+            Err(error) => {
+                tracing::warn!(?key, %error, "block cache disk tier read failed; loading the page again");
+                return None;
+            }
+        };
+        if self.is_expired(&entry) {
+            self.pages.remove(&key);
+            add(&self.counters.block_expired, 1);
+            return None;
+        }
+        match entry.source() {
+            Source::Disk => add(&self.counters.block_disk_hits, 1),
+            Source::Memory | Source::Outer => add(&self.counters.block_memory_hits, 1),
+        }
+        Some(entry.data.clone())
+    }
+
+    /// Reads a range; also says whether the reader had to wait for a load.
+    pub(super) async fn read(
+        self: &Arc<Self>,
+        object_id: u64,
+        object_size: u64,
+        range: Range<u64>,
+        loader: &Arc<dyn PageLoader>,
+    ) -> Result<(Bytes, bool), CacheError> {
+        if range.start > range.end || range.end > object_size {
+            return Err(CacheError::RangeOutOfBounds {
+                object_id,
+                range,
+                object_size,
+            });
+        }
+        if range.is_empty() {
+            return Ok((Bytes::new(), false));
+        }
+        let page_size = self.settings.page_size;
+        let first = range.start / page_size;
+        let last = (range.end - 1) / page_size;
+        let mut pages = Vec::with_capacity((last - first + 1) as usize);
+        let mut missing = Vec::new();
+        for page_index in first..=last {
+            let page = self.lookup(Self::page_key(object_id, page_index)).await;
+            if page.is_none() {
+                missing.push(page_index);
+            }
+            pages.push(page);
+        }
+        let waited = !missing.is_empty();
+        if waited {
+            add(&self.counters.block_misses, missing.len() as u64);
+            for (page_index, pending) in self.claim(object_id, object_size, &missing, loader, None)
+            {
+                let bytes = match pending {
+                    Pending::Ready(bytes) => bytes,
+                    Pending::Loading(rx) => Self::wait(object_id, page_index, rx).await?,
+                };
+                pages[(page_index - first) as usize] = Some(bytes);
+            }
+        }
+        let bytes = self.assemble(object_id, object_size, first, &pages, &range)?;
+        Ok((bytes, waited))
+    }
+
+    /// Copies the requested range out of its pages (no copy when it lies in one page).
+    fn assemble(
+        &self,
+        object_id: u64,
+        object_size: u64,
+        first: u64,
+        pages: &[Option<Bytes>],
+        range: &Range<u64>,
+    ) -> Result<Bytes, CacheError> {
+        let page_size = self.settings.page_size;
+        let mut parts = Vec::with_capacity(pages.len());
+        for (i, page) in pages.iter().enumerate() {
+            let page_index = first + i as u64;
+            let page_start = page_index * page_size;
+            let expected = page_size.min(object_size - page_start);
+            let page = match page {
+                Some(page) if page.len() as u64 == expected => page,
+                other => {
+                    return Err(CacheError::PageSizeMismatch {
+                        object_id,
+                        page_index,
+                        expected,
+                        actual: other.as_ref().map_or(0, |p| p.len() as u64),
+                    });
+                }
+            };
+            let from = range.start.max(page_start) - page_start;
+            let to = range.end.min(page_start + expected) - page_start;
+            parts.push(page.slice(from as usize..to as usize));
+        }
+        if parts.len() == 1 {
+            return Ok(parts.pop().unwrap_or_default());
+        }
+        let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+        for part in parts {
+            out.extend_from_slice(&part);
+        }
+        Ok(out.freeze())
+    }
+}

@@ -1,0 +1,128 @@
+//! Streams: their lifecycle (create, open with a new epoch, close, delete) and trims.
+//!
+//! | Key | Value |
+//! |---|---|
+//! | `mink/streams/{id:020}` | [`StreamRecord`]: epoch, owner, start and committed end offsets, state |
+//!
+//! Opening a stream bumps its epoch; every later change by an older owner fails with
+//! [`MetaError::Fenced`] ([`check_owner`]). Commits advance the end offset (`commit.rs`).
+
+use super::Metadata;
+use super::cas::{SCAN_PAGE, decode_all, get_record};
+use crate::error::{InvalidRequest, MetaError, Result};
+use crate::keys;
+use crate::kv::MetaKvExt;
+use crate::records::{StreamRecord, StreamState};
+
+impl Metadata {
+    /// Creates a new, closed stream at epoch 0 with offsets 0..0.
+    pub async fn create_stream(&self) -> Result<StreamRecord> {
+        let id = self.stream_ids.next().await?;
+        let record = StreamRecord {
+            id,
+            epoch: 0,
+            owner: None,
+            start_offset: 0,
+            end_offset: 0,
+            state: StreamState::Closed,
+        };
+        self.create_record(&keys::stream(id), &record, "stream", id.to_string())
+            .await?;
+        Ok(record)
+    }
+
+    /// Reads a stream record.
+    pub async fn get_stream(&self, id: u64) -> Result<Option<StreamRecord>> {
+        Ok(get_record::<StreamRecord>(&self.kv.get(&keys::stream(id)).await?)?.map(|(r, _)| r))
+    }
+
+    /// Every stream record, in id order.
+    pub async fn list_streams(&self) -> Result<Vec<StreamRecord>> {
+        decode_all(&self.kv.scan_all(keys::STREAMS, SCAN_PAGE).await?)
+    }
+
+    /// Opens stream `id` for `node`: bumps the epoch (fencing every older epoch), sets the owner
+    /// and state Open. Returns the new record, whose epoch the owner presents from now on.
+    pub async fn open_stream(&self, id: u64, node: &str) -> Result<StreamRecord> {
+        self.update_stream(id, |s| {
+            if s.state == StreamState::Deleted {
+                return Err(MetaError::StreamNotOpen {
+                    stream_id: id,
+                    state: s.state.to_string(),
+                });
+            }
+            s.epoch += 1;
+            s.owner = Some(node.to_owned());
+            s.state = StreamState::Open;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Closes stream `id` held at `epoch`, so another node may open it.
+    pub async fn close_stream(&self, id: u64, epoch: u64) -> Result<StreamRecord> {
+        self.update_stream(id, |s| {
+            check_owner(s, epoch)?;
+            s.state = StreamState::Closed;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Marks stream `id` held at `epoch` deleted; it can never be opened again.
+    pub async fn delete_stream(&self, id: u64, epoch: u64) -> Result<StreamRecord> {
+        self.update_stream(id, |s| {
+            check_owner(s, epoch)?;
+            s.state = StreamState::Deleted;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Moves the start offset of stream `id` (held at `epoch`) forward to `offset`. A trim below
+    /// the current start changes nothing; past the committed end is invalid.
+    pub async fn trim_stream(&self, id: u64, epoch: u64, offset: u64) -> Result<StreamRecord> {
+        self.update_stream(id, |s| {
+            check_owner(s, epoch)?;
+            if offset > s.end_offset {
+                return Err(MetaError::Invalid(InvalidRequest::TrimPastEnd {
+                    stream_id: id,
+                    offset,
+                    end_offset: s.end_offset,
+                }));
+            }
+            s.start_offset = s.start_offset.max(offset);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Applies `change` to stream `id`'s record with a compare-and-swap, retrying lost races.
+    async fn update_stream(
+        &self,
+        id: u64,
+        change: impl Fn(&mut StreamRecord) -> Result<()>,
+    ) -> Result<StreamRecord> {
+        let key = keys::stream(id);
+        self.update_record(&key, "update stream", ("stream", &id.to_string()), change)
+            .await
+    }
+}
+
+/// Checks that the caller holds `stream` at `epoch` and that it is open.
+pub(super) fn check_owner(stream: &StreamRecord, epoch: u64) -> Result<()> {
+    if stream.epoch != epoch {
+        return Err(MetaError::Fenced {
+            stream_id: stream.id,
+            epoch,
+            current_epoch: stream.epoch,
+        });
+    }
+    if stream.state != StreamState::Open {
+        return Err(MetaError::StreamNotOpen {
+            stream_id: stream.id,
+            state: stream.state.to_string(),
+        });
+    }
+    Ok(())
+}
