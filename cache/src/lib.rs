@@ -14,7 +14,6 @@
 //! [`CacheSettings`], sharing one set of counters.
 
 mod block;
-mod clock;
 mod error;
 mod metrics;
 mod settings;
@@ -24,19 +23,19 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use mink_runtime::{Clock, SystemClock};
+
 pub use crate::{
     block::{BlockCache, BlockCacheBuilder, IndexCache, PageLoader, ReadaheadState, Weighted},
-    clock::{Clock, ManualClock, SystemClock},
     error::{CacheError, LoadError},
     metrics::CacheMetrics,
     settings::{BlockCacheSettings, CacheSettings, ReadaheadSettings, TailCacheSettings},
     tail::{CachedBatch, TailCache, TailRead},
 };
 
-// The loader and clock are held as trait objects: keep them object-safe.
+// The loader is held as a trait object: keep it object-safe.
 const _: () = {
     fn _page_loader_is_object_safe(_: &dyn PageLoader) {}
-    fn _clock_is_object_safe(_: &dyn Clock) {}
 };
 
 /// The caches of one node, opened from one [`CacheSettings`] and sharing one set of counters.

@@ -34,12 +34,3 @@ pub use error::{Result, StreamError};
 pub use failpoints::Failpoints;
 pub use storage::ObjectStorage;
 pub use wal::{WalMetrics, WalSettings};
-
-// The paths these items had before the crate was laid out by subsystem, so dependents keep
-// compiling while they move to the re-exports above.
-#[doc(hidden)]
-pub use engine::stream;
-#[doc(hidden)]
-pub mod log_cache {
-    pub use crate::StreamBatch;
-}

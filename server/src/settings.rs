@@ -118,8 +118,9 @@ impl Settings {
 pub struct ChaosSettings {
     /// Probability (0.0 to 1.0) that a PUT fails. Default 0.
     pub put_failure_rate: f64,
-    /// Delay added to every PUT, in milliseconds. Default 0.
-    pub put_delay_ms: u64,
+    /// Delay added to every PUT (`put_delay_ms`). Default 0.
+    #[serde(rename = "put_delay_ms", with = "mink_runtime::duration_ms")]
+    pub put_delay: Duration,
     /// When true, a PUT chosen to fail first reaches the store and only then reports the
     /// failure, as a PUT whose answer was lost. Default false.
     pub put_fail_after_write: bool,
@@ -196,7 +197,7 @@ impl Default for MetadataSettings {
     }
 }
 
-/// HTTP limits and timings. Durations are in milliseconds.
+/// HTTP limits and timings. Durations are whole milliseconds in files (the `_ms` keys).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpSettings {
@@ -206,23 +207,29 @@ pub struct HttpSettings {
     pub default_read_bytes: usize,
     /// Largest `max_bytes` a read may ask for. Default 16 MiB.
     pub max_read_bytes: usize,
-    /// How long a long-poll read parks at the tail. Default 25 000.
-    pub long_poll_timeout_ms: u64,
-    /// Longest `timeout_ms` a long-poll may ask for. Default 60 000.
-    pub max_long_poll_timeout_ms: u64,
+    /// How long a long-poll read parks at the tail (`long_poll_timeout_ms`). Default 25 s.
+    #[serde(rename = "long_poll_timeout_ms", with = "mink_runtime::duration_ms")]
+    pub long_poll_timeout: Duration,
+    /// Longest `timeout_ms` a long-poll may ask for (`max_long_poll_timeout_ms`). Default 60 s.
+    #[serde(rename = "max_long_poll_timeout_ms", with = "mink_runtime::duration_ms")]
+    pub max_long_poll_timeout: Duration,
     /// An SSE response is closed after this long so proxies never see an idle connection; the
-    /// client reconnects from its last event id. Default 55 000.
-    pub sse_recycle_ms: u64,
-    /// Interval of SSE heartbeat comments. Default 10 000.
-    pub sse_heartbeat_ms: u64,
+    /// client reconnects from its last event id (`sse_recycle_ms`). Default 55 s.
+    #[serde(rename = "sse_recycle_ms", with = "mink_runtime::duration_ms")]
+    pub sse_recycle: Duration,
+    /// Interval of SSE heartbeat comments (`sse_heartbeat_ms`; at least 1 ms). Default 10 s.
+    #[serde(rename = "sse_heartbeat_ms", with = "mink_runtime::duration_ms")]
+    pub sse_heartbeat: Duration,
     /// Requests per second the node admits (token bucket); 0 = unlimited. Default 0.
     pub rate_limit_per_sec: u32,
     /// Burst of the rate limit. Default 1000.
     pub rate_limit_burst: u32,
-    /// Seconds a client is told to wait (`Retry-After`) after a 503 or 429. Default 1.
+    /// Seconds a client is told to wait (`Retry-After`) after a 503 or 429. Default 1. Whole
+    /// seconds, not a duration, because that is what the header carries.
     pub retry_after_secs: u32,
-    /// Longest wait for in-flight requests at shutdown. Default 30 000.
-    pub shutdown_grace_ms: u64,
+    /// Longest wait for in-flight requests at shutdown (`shutdown_grace_ms`). Default 30 s.
+    #[serde(rename = "shutdown_grace_ms", with = "mink_runtime::duration_ms")]
+    pub shutdown_grace: Duration,
 }
 
 impl Default for HttpSettings {
@@ -231,32 +238,22 @@ impl Default for HttpSettings {
             max_body_bytes: 8 << 20,
             default_read_bytes: 1 << 20,
             max_read_bytes: 16 << 20,
-            long_poll_timeout_ms: 25_000,
-            max_long_poll_timeout_ms: 60_000,
-            sse_recycle_ms: 55_000,
-            sse_heartbeat_ms: 10_000,
+            long_poll_timeout: Duration::from_secs(25),
+            max_long_poll_timeout: Duration::from_secs(60),
+            sse_recycle: Duration::from_secs(55),
+            sse_heartbeat: Duration::from_secs(10),
             rate_limit_per_sec: 0,
             rate_limit_burst: 1000,
             retry_after_secs: 1,
-            shutdown_grace_ms: 30_000,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
 
 impl HttpSettings {
-    /// The default long-poll timeout.
-    pub fn long_poll_timeout(&self) -> Duration {
-        Duration::from_millis(self.long_poll_timeout_ms)
-    }
-
-    /// The SSE recycle time.
-    pub fn sse_recycle(&self) -> Duration {
-        Duration::from_millis(self.sse_recycle_ms)
-    }
-
-    /// The SSE heartbeat interval.
-    pub fn sse_heartbeat(&self) -> Duration {
-        Duration::from_millis(self.sse_heartbeat_ms.max(1))
+    /// The SSE heartbeat interval (at least 1 ms: a zero interval would spin).
+    pub fn sse_heartbeat_interval(&self) -> Duration {
+        self.sse_heartbeat.max(Duration::from_millis(1))
     }
 }
 
@@ -294,7 +291,7 @@ mod tests {
         assert_eq!(s.storage.s3.bucket, "mink-wal");
         assert_eq!(s.metadata.backend, MetadataBackend::Etcd);
         assert_eq!(s.listen.port(), 8080);
-        assert_eq!(s.http.long_poll_timeout_ms, 25_000);
+        assert_eq!(s.http.long_poll_timeout, Duration::from_secs(25));
         assert!(Settings::from_toml("[http]\nlong_pol_timeout_ms = 3").is_err());
     }
 
@@ -309,7 +306,7 @@ mod tests {
             s.chaos,
             Some(ChaosSettings {
                 put_failure_rate: 0.25,
-                put_delay_ms: 40,
+                put_delay: Duration::from_millis(40),
                 put_fail_after_write: true,
                 seed: 7,
                 latency_profile: None,

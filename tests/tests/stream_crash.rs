@@ -11,7 +11,7 @@ use std::time::Duration;
 use mink_metadata::{Metadata, MetadataOptions, RedbKv};
 use mink_s3stream::engine::Engine;
 use mink_s3stream::storage::ObjectStoreBackend;
-use mink_s3stream::stream::ReadBound;
+use mink_s3stream::ReadBound;
 
 const KILLS: usize = 20;
 

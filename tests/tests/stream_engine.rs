@@ -10,7 +10,7 @@ use bytes::Bytes;
 use mink_metadata::{EtcdKv, MetaKv, Metadata, MetadataOptions, RedbKv};
 use mink_s3stream::engine::{CompactionSettings, Engine, EngineSettings};
 use mink_s3stream::storage::{AwsS3Backend, ObjectStorage, ObjectStoreBackend, S3Config};
-use mink_s3stream::stream::{ReadBound, Stream};
+use mink_s3stream::{ReadBound, Stream};
 use mink_tests::{
     S3_ACCESS_KEY_ID, S3_REGION, S3_SECRET_ACCESS_KEY, etcd_endpoints, s3_server, unique_prefix,
 };

@@ -11,8 +11,9 @@ use parking_lot::Mutex;
 
 use super::page::{MAX_PAGE_BYTES, Page, PageKey};
 use super::{BlockCache, Inner};
+use mink_runtime::{Clock, SystemClock};
+
 use crate::{
-    clock::{Clock, SystemClock},
     error::CacheError,
     metrics::Counters,
     settings::{BlockCacheSettings, ReadaheadSettings},

@@ -207,7 +207,7 @@ impl LoadRun {
         let results: Vec<PageResult> = match result {
             Ok(bytes) if bytes.len() as u64 == end - start => {
                 add(&inner.counters.bytes_loaded, bytes.len() as u64);
-                let loaded_at_ms = inner.clock.now_millis();
+                let loaded_at_ms = inner.clock.now_ms_unsigned();
                 (0..count)
                     .map(|i| {
                         let from = (i * page_size) as usize;

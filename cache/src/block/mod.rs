@@ -47,8 +47,9 @@ pub use self::{
     index::{IndexCache, Weighted},
     readahead::ReadaheadState,
 };
+use mink_runtime::Clock;
+
 use crate::{
-    clock::Clock,
     error::{CacheError, LoadError},
     metrics::{CacheMetrics, Counters},
     settings::{BlockCacheSettings, ReadaheadSettings},
@@ -196,7 +197,7 @@ impl Inner {
     }
 
     fn is_expired(&self, page: &Page) -> bool {
-        self.clock.now_millis().saturating_sub(page.loaded_at_ms) >= self.settings.ttl_ms
+        self.clock.now_ms_unsigned().saturating_sub(page.loaded_at_ms) >= self.settings.ttl_ms
     }
 }
 

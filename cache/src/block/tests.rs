@@ -9,7 +9,7 @@ use std::{
 use tokio::sync::Semaphore;
 
 use super::*;
-use crate::clock::ManualClock;
+use mink_runtime::ManualClock;
 
 const KIB: u64 = 1024;
 const PAGE: u64 = 64 * KIB;

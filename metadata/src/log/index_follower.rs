@@ -6,6 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
+use mink_runtime::Backoff;
 use tokio::task::JoinHandle;
 
 use super::cas::{SCAN_PAGE, decode_all};
@@ -50,10 +51,13 @@ pub(super) async fn rebuild_index(kv: &dyn MetaKv, index: &ObjectIndex) -> Resul
     Ok(())
 }
 
+/// Delays between attempts to watch the objects again after a lost watch.
+const REWATCH_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
+
 /// Applies object changes from `stream` to `index`; on a lost watch, watches again and re-reads.
 /// Holds the KV weakly, so dropping the last `Metadata` and KV handle closes the store.
 async fn follow_objects(kv: Weak<dyn MetaKv>, index: Arc<ObjectIndex>, mut stream: WatchStream) {
-    let mut backoff = Duration::from_millis(50);
+    let mut delays = REWATCH_BACKOFF.delays();
     loop {
         while let Some(event) = stream.next().await {
             match event {
@@ -73,8 +77,8 @@ async fn follow_objects(kv: Weak<dyn MetaKv>, index: Arc<ObjectIndex>, mut strea
             }
         }
         loop {
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            let delay = delays.next().unwrap_or(Duration::from_secs(5));
+            tokio::time::sleep(delay).await;
             let Some(kv) = kv.upgrade() else { return };
             let Ok(next) = kv.watch_prefix(keys::OBJECTS).await else {
                 continue;
@@ -84,7 +88,7 @@ async fn follow_objects(kv: Weak<dyn MetaKv>, index: Arc<ObjectIndex>, mut strea
                 continue;
             }
             stream = next;
-            backoff = Duration::from_millis(50);
+            delays = REWATCH_BACKOFF.delays();
             break;
         }
     }

@@ -27,6 +27,7 @@ mod writer_snapshots;
 
 use std::sync::Arc;
 
+use mink_runtime::{Clock, SystemClock};
 use tokio::task::JoinHandle;
 
 use crate::alloc::{IdAllocator, IdKind};
@@ -67,6 +68,7 @@ pub struct Metadata {
     object_ids: IdAllocator,
     index: Arc<ObjectIndex>,
     follower: Option<JoinHandle<()>>,
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for Metadata {
@@ -91,6 +93,15 @@ impl Metadata {
     /// Opens the metadata log: reads every object record into the index and, if the backend can
     /// watch, follows later object commits in the background.
     pub async fn open(kv: Arc<dyn MetaKv>, options: MetadataOptions) -> Result<Self> {
+        Self::open_with_clock(kv, options, Arc::new(SystemClock)).await
+    }
+
+    /// [`Metadata::open`], with `clock` for the times it records (node registration expiry).
+    pub async fn open_with_clock(
+        kv: Arc<dyn MetaKv>,
+        options: MetadataOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
         let index = Arc::new(ObjectIndex::new());
         let follower = index_follower::start(&kv, &index, options.watch_objects).await?;
         let block = options.id_block_size;
@@ -102,6 +113,7 @@ impl Metadata {
             options,
             index,
             follower,
+            clock,
         })
     }
 

@@ -17,13 +17,6 @@ use crate::kv::{Compare, MetaKvExt, Op, Txn};
 use crate::records::NodeRecord;
 use crate::value::encode;
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 impl Metadata {
     /// Registers `node` at `address` for `ttl`: on etcd with a lease (the record vanishes if the
     /// node stops heartbeating), everywhere with an expiry time in the record.
@@ -42,7 +35,7 @@ impl Metadata {
         let record = NodeRecord {
             node_id: node.to_owned(),
             address: address.to_owned(),
-            expires_at_ms: now_ms()
+            expires_at_ms: self.clock.now_ms_unsigned()
                 .saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
             lease,
         };
@@ -75,7 +68,7 @@ impl Metadata {
             self.kv.keep_alive(lease).await?;
         }
         record.expires_at_ms =
-            now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+            self.clock.now_ms_unsigned().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         let op = Op::Put {
             key: key.clone(),
             value: encode(&record),

@@ -53,6 +53,6 @@ pub(crate) async fn bucket_log(
 }
 
 /// A duration from optional milliseconds, with a default and a cap.
-pub(crate) fn millis(asked: Option<u64>, default: Duration, cap_ms: u64) -> Duration {
-    asked.map_or(default, |ms| Duration::from_millis(ms.min(cap_ms)))
+pub(crate) fn millis(asked: Option<u64>, default: Duration, cap: Duration) -> Duration {
+    asked.map_or(default, |ms| Duration::from_millis(ms).min(cap))
 }

@@ -97,8 +97,8 @@ pub(crate) async fn serve(
     {
         let timeout = millis(
             q.timeout_ms,
-            http.long_poll_timeout(),
-            http.max_long_poll_timeout_ms,
+            http.long_poll_timeout,
+            http.max_long_poll_timeout,
         );
         let parked = core.metrics().park();
         tokio::select! {

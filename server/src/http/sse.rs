@@ -74,10 +74,10 @@ pub(crate) fn serve(
         read_schema(&info, id, Some(c))?;
     }
     let http = &core.settings().http;
-    let heartbeat = http.sse_heartbeat();
+    let heartbeat = http.sse_heartbeat_interval();
     let feed = Feed {
         max_bytes: q.max_bytes(http),
-        deadline: Instant::now() + http.sse_recycle(),
+        deadline: Instant::now() + http.sse_recycle,
         core,
         info,
         log,

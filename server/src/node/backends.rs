@@ -142,7 +142,7 @@ fn inject_faults(
             chaos.put_failure_rate,
             FaultKind::Unavailable,
         );
-        faulty.set_put_delay(Duration::from_millis(chaos.put_delay_ms));
+        faulty.set_put_delay(chaos.put_delay);
         faulty.set_fail_after_write(chaos.put_fail_after_write);
         Arc::new(faulty)
     };

@@ -221,12 +221,12 @@ impl Node {
     }
 
     /// Stops gracefully: parked readers return, the listener stops, in-flight requests finish
-    /// (up to `http.shutdown_grace_ms`), tablets are closed and the engine flushes.
+    /// (up to `http.shutdown_grace`), tablets are closed and the engine flushes.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
         tracing::info!("shutting down: no new requests; waiting for requests in flight");
         self.core.shutdown_signal().cancel();
         if let Some(server) = self.server.take() {
-            let grace = Duration::from_millis(self.core.settings().http.shutdown_grace_ms);
+            let grace = self.core.settings().http.shutdown_grace;
             match tokio::time::timeout(grace, server).await {
                 Ok(Ok(Ok(()))) => {}
                 Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server failed"),

@@ -1,6 +1,6 @@
 //! The stream a tablet appends to, behind a small trait so tests and instrumentation can wrap it.
 //!
-//! The tablet only needs what [`LogStream`] lists; [`mink_s3stream::stream::Stream`] implements it, and
+//! The tablet only needs what [`LogStream`] lists; [`mink_s3stream::Stream`] implements it, and
 //! [`TabletBuilder::stream_layer`](crate::TabletBuilder::stream_layer) lets a caller wrap the opened
 //! stream (a test counts fetches this way: `CountingStream` in `counting.rs`, behind the
 //! `test-util` feature).
@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mink_s3stream::error::StreamError;
-use mink_s3stream::log_cache::StreamBatch;
-use mink_s3stream::stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound, Stream};
+use mink_s3stream::StreamBatch;
+use mink_s3stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound, Stream};
 use tokio::sync::watch;
 
 #[cfg(feature = "test-util")]
@@ -23,7 +23,7 @@ pub use counting::CountingStream;
 ///
 /// # Contract
 ///
-/// The same as [`mink_s3stream::stream::Stream`]'s methods of the same names: `submit_with` runs its
+/// The same as [`mink_s3stream::Stream`]'s methods of the same names: `submit_with` runs its
 /// builder under the stream's sequencing lock with the next offset and appends what it builds;
 /// `PendingAppend::durable` resolves in submission order; the confirm watch only moves forward, at the
 /// moment an append becomes durable; `fetch` returns whole batches starting with the one holding

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use mink_metadata::{CasOutcome, MetaKvExt, Metadata};
 use mink_s3stream::engine::Engine;
-use mink_s3stream::stream::ReadBound;
+use mink_s3stream::ReadBound;
 
 use super::{Inner, Sequencing, Tablet};
 use crate::error::{Result, TabletError};

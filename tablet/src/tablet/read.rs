@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use mink_codec::{Header, Projection};
 use mink_s3stream::error::StreamError;
-use mink_s3stream::stream::ReadBound;
+use mink_s3stream::ReadBound;
 
 use super::Tablet;
 use super::types::{Columns, Isolation, ReadBatch, ReadResult};

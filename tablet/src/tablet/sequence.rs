@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use mink_s3stream::stream::{AppendPermit, Build, PendingAppend};
+use mink_s3stream::{AppendPermit, Build, PendingAppend};
 
 use super::parse::Parsed;
 use super::types::{AppendResult, AppendedBatch};

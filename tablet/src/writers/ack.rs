@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use mink_s3stream::error::StreamError;
-use mink_s3stream::stream::PendingAppend;
+use mink_s3stream::PendingAppend;
 use tokio::sync::Notify;
 
 /// Where an append stands.
