@@ -211,7 +211,10 @@ pub struct HttpSettings {
     #[serde(rename = "long_poll_timeout_ms", with = "mink_runtime::duration_ms")]
     pub long_poll_timeout: Duration,
     /// Longest `timeout_ms` a long-poll may ask for (`max_long_poll_timeout_ms`). Default 60 s.
-    #[serde(rename = "max_long_poll_timeout_ms", with = "mink_runtime::duration_ms")]
+    #[serde(
+        rename = "max_long_poll_timeout_ms",
+        with = "mink_runtime::duration_ms"
+    )]
     pub max_long_poll_timeout: Duration,
     /// An SSE response is closed after this long so proxies never see an idle connection; the
     /// client reconnects from its last event id (`sse_recycle_ms`). Default 55 s.

@@ -9,9 +9,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use mink_metadata::{Metadata, MetadataOptions, RedbKv};
+use mink_s3stream::ReadBound;
 use mink_s3stream::engine::Engine;
 use mink_s3stream::storage::ObjectStoreBackend;
-use mink_s3stream::ReadBound;
 
 const KILLS: usize = 20;
 

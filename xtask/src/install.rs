@@ -77,9 +77,23 @@ pub(crate) fn cargo_fuzz() -> Result {
     cargo_subcommand("fuzz", "cargo-fuzz")
 }
 
-/// `cargo machete` (crates.io), for `cargo xtask lint`: dependencies no source file uses.
-pub(crate) fn cargo_machete() -> Result {
-    cargo_subcommand("machete", "cargo-machete")
+/// `cargo-machete` (crates.io), for `cargo xtask lint`: dependencies no source file uses. Run as its
+/// own binary: started through a toolchain's `cargo machete` it takes `machete` for a path.
+pub(crate) fn cargo_machete() -> Result<PathBuf> {
+    let binary = PathBuf::from("cargo-machete");
+    if on_path("cargo-machete") {
+        return Ok(binary);
+    }
+    let mut install = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    install.args(["install", "--locked", "cargo-machete"]);
+    run(install)?;
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    Ok(match home {
+        Some(home) if !on_path("cargo-machete") => home.join("bin").join("cargo-machete"),
+        _ => binary,
+    })
 }
 
 /// Installs the crate that provides `cargo {subcommand}` unless it answers `--version`.

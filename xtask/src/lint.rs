@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use crate::{Result, cargo, install, root, run};
 
@@ -28,9 +29,8 @@ pub(crate) fn lint() -> Result {
         "warnings",
     ]);
     run(clippy)?;
-    install::cargo_machete()?;
-    let mut machete = cargo();
-    machete.arg("machete");
+    let mut machete = Command::new(install::cargo_machete()?);
+    machete.current_dir(root());
     run(machete).map_err(|e| format!("unused dependencies (cargo machete): {e}"))?;
     cycles()
 }

@@ -197,7 +197,10 @@ impl Inner {
     }
 
     fn is_expired(&self, page: &Page) -> bool {
-        self.clock.now_ms_unsigned().saturating_sub(page.loaded_at_ms) >= self.settings.ttl_ms
+        self.clock
+            .now_ms_unsigned()
+            .saturating_sub(page.loaded_at_ms)
+            >= self.settings.ttl_ms
     }
 }
 

@@ -35,7 +35,9 @@ impl Metadata {
         let record = NodeRecord {
             node_id: node.to_owned(),
             address: address.to_owned(),
-            expires_at_ms: self.clock.now_ms_unsigned()
+            expires_at_ms: self
+                .clock
+                .now_ms_unsigned()
                 .saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
             lease,
         };
@@ -67,8 +69,10 @@ impl Metadata {
         if let Some(lease) = record.lease {
             self.kv.keep_alive(lease).await?;
         }
-        record.expires_at_ms =
-            self.clock.now_ms_unsigned().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        record.expires_at_ms = self
+            .clock
+            .now_ms_unsigned()
+            .saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         let op = Op::Put {
             key: key.clone(),
             value: encode(&record),

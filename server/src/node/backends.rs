@@ -2,8 +2,6 @@
 //! `storage` and `metadata` name, wrapped in fault injection when `[chaos]` asks for it.
 
 use std::sync::Arc;
-#[cfg(feature = "chaos")]
-use std::time::Duration;
 
 use mink_metadata::{EtcdKv, MemoryKv, MetaKv, RedbKv};
 use mink_s3stream::storage::{ObjectStorage, ObjectStoreBackend};

@@ -15,7 +15,6 @@ mod backends;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use mink_metadata::{MetaKv, Metadata, MetadataOptions};
 use mink_s3stream::engine::Engine;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use mink_s3stream::error::StreamError;
 use mink_s3stream::StreamBatch;
+use mink_s3stream::error::StreamError;
 use mink_s3stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound};
 use tokio::sync::watch;
 

@@ -11,8 +11,8 @@ mod counting;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mink_s3stream::error::StreamError;
 use mink_s3stream::StreamBatch;
+use mink_s3stream::error::StreamError;
 use mink_s3stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound, Stream};
 use tokio::sync::watch;
 

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use mink_metadata::{CasOutcome, MetaKvExt, Metadata};
-use mink_s3stream::engine::Engine;
 use mink_s3stream::ReadBound;
+use mink_s3stream::engine::Engine;
 
 use super::{Inner, Sequencing, Tablet};
 use crate::error::{Result, TabletError};

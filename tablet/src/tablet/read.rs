@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mink_codec::{Header, Projection};
-use mink_s3stream::error::StreamError;
 use mink_s3stream::ReadBound;
+use mink_s3stream::error::StreamError;
 
 use super::Tablet;
 use super::types::{Columns, Isolation, ReadBatch, ReadResult};

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use mink_s3stream::error::StreamError;
 use mink_s3stream::PendingAppend;
+use mink_s3stream::error::StreamError;
 use tokio::sync::Notify;
 
 /// Where an append stands.
