@@ -52,22 +52,7 @@ pub(crate) fn bench(args: &[String]) -> Result {
         "stream_bench",
     ]);
     run(build)?;
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--package",
-        "mink-server",
-        "--package",
-        "mink-tests",
-        "--features",
-        "mink-server/chaos",
-        "--bin",
-        "mink",
-        "--bin",
-        "mink_bench",
-    ]);
-    run(build)?;
+    crate::build_node_and_driver(true, "mink_bench")?;
     // A private copy of the node: `cargo bench -p mink-server` below rebuilds target/release/mink
     // without the `chaos` feature (the bench profile shares the release folder).
     let release = target_dir().join("release");

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::services::Services;
-use crate::{Result, cargo, run, target_dir};
+use crate::{Result, run, target_dir};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Backend {
@@ -96,24 +96,7 @@ pub(crate) fn short(services: &Services) -> Result {
 
 /// Builds `mink` (with fault injection) and `mink_chaos`; returns the folder holding them.
 fn build(release: bool) -> Result<PathBuf> {
-    let mut build = cargo();
-    build.arg("build");
-    if release {
-        build.arg("--release");
-    }
-    build.args([
-        "--package",
-        "mink-server",
-        "--package",
-        "mink-tests",
-        "--features",
-        "mink-server/chaos",
-        "--bin",
-        "mink",
-        "--bin",
-        "mink_chaos",
-    ]);
-    run(build)?;
+    crate::build_node_and_driver(release, "mink_chaos")?;
     Ok(target_dir().join(if release { "release" } else { "debug" }))
 }
 

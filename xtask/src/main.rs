@@ -91,6 +91,29 @@ fn target_dir() -> PathBuf {
     }
 }
 
+/// Builds `mink` with the `chaos` feature (fault injection, latency models) and the `driver`
+/// binary of the tests crate that runs it as a process.
+fn build_node_and_driver(release: bool, driver: &str) -> Result {
+    let mut build = cargo();
+    build.arg("build");
+    if release {
+        build.arg("--release");
+    }
+    build.args([
+        "--package",
+        "mink-server",
+        "--package",
+        "mink-tests",
+        "--features",
+        "mink-server/chaos",
+        "--bin",
+        "mink",
+        "--bin",
+        driver,
+    ]);
+    run(build)
+}
+
 fn cargo() -> Command {
     let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(root());

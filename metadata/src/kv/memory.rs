@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -10,9 +9,8 @@ use parking_lot::Mutex;
 
 use super::hub::WatchHub;
 use super::{
-    KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
-    leases_unsupported, put_as_txn, puts_with_lease, scan_start, validate_key, validate_scan_limit,
-    validate_txn,
+    KeyValue, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream, leases_unsupported,
+    put_as_txn, puts_with_lease, scan_start, validate_key, validate_scan_limit, validate_txn,
 };
 use crate::error::Result;
 
@@ -175,15 +173,5 @@ impl MetaKv for MemoryKv {
         Ok(self.hub.subscribe(prefix))
     }
 
-    async fn grant_lease(&self, _ttl: Duration) -> Result<LeaseId> {
-        Err(leases_unsupported(BACKEND))
-    }
-
-    async fn keep_alive(&self, _lease: LeaseId) -> Result<()> {
-        Err(leases_unsupported(BACKEND))
-    }
-
-    async fn revoke_lease(&self, _lease: LeaseId) -> Result<()> {
-        Err(leases_unsupported(BACKEND))
-    }
+    // No leases: the trait's defaults refuse them.
 }

@@ -242,14 +242,26 @@ pub trait MetaKv: Send + Sync + 'static {
     /// Streams the changes under `prefix` made after this call returns.
     async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream>;
 
-    /// Grants a lease of `ttl`; keys put with it disappear when it is not kept alive.
-    async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId>;
+    /// Grants a lease of `ttl`; keys put with it disappear when it is not kept alive. Backends
+    /// without leases (the default) fail with [`MetaError::Unsupported`].
+    async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId> {
+        let _ = ttl;
+        Err(leases_unsupported(self.backend()))
+    }
 
-    /// Refreshes a lease for another ttl. Fails with [`MetaError::NotFound`] if it expired.
-    async fn keep_alive(&self, lease: LeaseId) -> Result<()>;
+    /// Refreshes a lease for another ttl. Fails with [`MetaError::NotFound`] if it expired, and
+    /// with [`MetaError::Unsupported`] on a backend without leases (the default).
+    async fn keep_alive(&self, lease: LeaseId) -> Result<()> {
+        let _ = lease;
+        Err(leases_unsupported(self.backend()))
+    }
 
-    /// Revokes a lease, deleting its keys.
-    async fn revoke_lease(&self, lease: LeaseId) -> Result<()>;
+    /// Revokes a lease, deleting its keys. Fails with [`MetaError::Unsupported`] on a backend
+    /// without leases (the default).
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
+        let _ = lease;
+        Err(leases_unsupported(self.backend()))
+    }
 }
 
 /// Compile-time check that [`MetaKv`] stays object-safe.

@@ -228,6 +228,23 @@ impl AwsS3Backend {
     }
 }
 
+/// The whole body of a GET; a connection lost while reading it is a retryable failure.
+async fn collect_body(
+    out: aws_sdk_s3::operation::get_object::GetObjectOutput,
+    key: &str,
+) -> Result<Bytes> {
+    let body = out
+        .body
+        .collect()
+        .await
+        .map_err(|e| StorageError::Unavailable {
+            op: StorageOp::Get,
+            key: key.to_owned(),
+            source: Box::new(e),
+        })?;
+    Ok(body.into_bytes())
+}
+
 #[async_trait]
 impl ObjectStorage for AwsS3Backend {
     fn name(&self) -> &str {
@@ -252,16 +269,7 @@ impl ObjectStorage for AwsS3Backend {
             .send()
             .await
             .map_err(|e| map_sdk_error(StorageOp::Get, key, e))?;
-        let body = out
-            .body
-            .collect()
-            .await
-            .map_err(|e| StorageError::Unavailable {
-                op: StorageOp::Get,
-                key: key.to_owned(),
-                source: Box::new(e),
-            })?;
-        Ok(body.into_bytes())
+        collect_body(out, key).await
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
@@ -291,16 +299,7 @@ impl ObjectStorage for AwsS3Backend {
                 });
             }
         };
-        let body = out
-            .body
-            .collect()
-            .await
-            .map_err(|e| StorageError::Unavailable {
-                op: StorageOp::Get,
-                key: key.to_owned(),
-                source: Box::new(e),
-            })?;
-        Ok(body.into_bytes())
+        collect_body(out, key).await
     }
 
     async fn head(&self, key: &str) -> Result<ObjectMeta> {
