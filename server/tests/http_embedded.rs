@@ -271,3 +271,56 @@ async fn shutdown_finishes_appends_in_flight() {
     assert_eq!(text, "{\"id\":42}\n");
     node.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_runs_on_its_injected_clock() {
+    // Far from the system clock, so that a stamp from any other clock would show.
+    const NOW: i64 = 1_000_000_000_000;
+    let clock = Arc::new(mink_runtime::ManualClock::new(NOW));
+    let node = Node::builder()
+        .settings(Settings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Settings::default()
+        })
+        .object_store(Arc::new(ObjectStoreBackend::memory()))
+        .metadata(Arc::new(MemoryKv::new()))
+        .clock(clock.clone())
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let created = http
+        .post(format!("{}/v1/tables", node.url()))
+        .json(&serde_json::json!({"name": "c", "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let append = |id: i64| {
+        http.post(format!("{}/v1/tables/c/buckets/0/records", node.url()))
+            .body(format!("{{\"id\":{id}}}\n"))
+            .send()
+    };
+    let first: Value = append(1).await.unwrap().json().await.unwrap();
+    assert_eq!(first["commit_timestamp"], NOW, "{first}");
+    clock.advance(5_000);
+    let second: Value = append(2).await.unwrap().json().await.unwrap();
+    assert_eq!(second["commit_timestamp"], NOW + 5_000, "{second}");
+
+    // "In the future" is judged by the same clock: a time just past it is refused, one at it is
+    // answered with the second append's offset.
+    let offsets = |ts: i64| {
+        http.get(format!(
+            "{}/v1/tables/c/buckets/0/offsets?timestamp={ts}",
+            node.url()
+        ))
+        .send()
+    };
+    let past = offsets(NOW + 5_001).await.unwrap();
+    assert_eq!(past.status(), StatusCode::BAD_REQUEST);
+    let body: Value = past.json().await.unwrap();
+    assert_eq!(body["error"], "future_timestamp", "{body}");
+    let at: Value = offsets(NOW + 5_000).await.unwrap().json().await.unwrap();
+    assert_eq!(at["offset"], 1, "{at}");
+    node.shutdown().await.unwrap();
+}

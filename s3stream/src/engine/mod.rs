@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex};
 
 use mink_cache::{CacheMetrics, Caches};
 use mink_metadata::{Metadata, StreamRecord};
+use mink_runtime::{Clock, SystemClock};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -68,6 +69,7 @@ pub struct EngineBuilder {
     metadata: Option<Arc<Metadata>>,
     settings: EngineSettings,
     failpoints: Arc<Failpoints>,
+    clock: Arc<dyn Clock>,
 }
 
 impl EngineBuilder {
@@ -107,6 +109,12 @@ impl EngineBuilder {
         self
     }
 
+    /// The clock the block cache measures page ages with (default: [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Recovers this node's WAL, then starts the WAL writer and the compactor.
     pub async fn open(self) -> Result<Engine> {
         let missing = |what: &str| StreamError::Inconsistent {
@@ -124,6 +132,7 @@ impl EngineBuilder {
             metadata,
             self.settings,
             self.failpoints,
+            self.clock,
         )
         .await
     }
@@ -175,6 +184,7 @@ impl Engine {
             metadata: None,
             settings: EngineSettings::default(),
             failpoints: Arc::new(Failpoints::new()),
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -185,6 +195,7 @@ impl Engine {
         metadata: Arc<Metadata>,
         settings: EngineSettings,
         failpoints: Arc<Failpoints>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Engine> {
         let metrics = Arc::new(EngineMetrics::default());
         let wal_prefix = wal::node_prefix(&settings.wal_prefix, &node);
@@ -217,7 +228,7 @@ impl Engine {
             settings.wal.clone(),
         )
         .with_failpoints(failpoints.clone());
-        let caches = Caches::open(&settings.cache)
+        let caches = Caches::open_with_clock(&settings.cache, clock)
             .await
             .map_err(|e| StreamError::Cache(Arc::new(e)))?;
         let budget_units = u32::try_from(units(settings.max_uncompacted_bytes)).unwrap_or(u32::MAX);

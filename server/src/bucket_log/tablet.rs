@@ -7,6 +7,7 @@ use std::time::Duration;
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use bytes::Bytes;
+use mink_runtime::{Clock, SystemClock};
 use mink_s3stream::engine::Engine;
 use mink_tablet::{Columns, ErrorKind, Isolation, Schemas, Tablet, TabletId, TabletSettings};
 use tokio_util::sync::CancellationToken;
@@ -26,12 +27,23 @@ impl Schemas for TableSchemas {
 pub struct TabletProvider {
     engine: Engine,
     settings: TabletSettings,
+    clock: Arc<dyn Clock>,
 }
 
 impl TabletProvider {
-    /// A provider over `engine`.
+    /// A provider over `engine`, on the system clock.
     pub fn new(engine: Engine, settings: TabletSettings) -> Self {
-        TabletProvider { engine, settings }
+        TabletProvider {
+            engine,
+            settings,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The clock the tablets stamp commit timestamps and judge writer idleness with.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 }
 
@@ -46,6 +58,7 @@ impl LogProvider for TabletProvider {
             .engine(self.engine.clone())
             .schemas(table.schemas.clone())
             .settings(self.settings.clone())
+            .clock(self.clock.clone())
             .open_or_create()
             .await?;
         tracing::info!(log = %key, stream = tablet.stream_id(), "tablet opened");
@@ -60,6 +73,7 @@ impl LogProvider for TabletProvider {
             .engine(self.engine.clone())
             .schemas(table.schemas.clone())
             .settings(self.settings.clone())
+            .clock(self.clock.clone())
             .open()
             .await
         {

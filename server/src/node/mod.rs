@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use mink_metadata::{MetaKv, Metadata, MetadataOptions};
+use mink_runtime::{Clock, SystemClock};
 use mink_s3stream::engine::Engine;
 use mink_s3stream::storage::ObjectStorage;
 use mink_tablet::TabletSettings;
@@ -91,6 +92,7 @@ pub struct NodeBuilder {
     data_store: Option<Arc<dyn ObjectStorage>>,
     metadata: Option<Arc<dyn MetaKv>>,
     tablet_settings: TabletSettings,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -132,6 +134,13 @@ impl NodeBuilder {
         self
     }
 
+    /// The one clock of the node: commit timestamps, writer idleness, node registration expiry
+    /// and page ages in the block cache (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// Opens everything and starts serving on `settings.listen`.
     pub async fn start(self) -> Result<Node, NodeError> {
         let wal_store = self.wal_store.ok_or(NodeError::Missing {
@@ -141,9 +150,13 @@ impl NodeBuilder {
             what: "a metadata KV",
         })?;
         let settings = Arc::new(self.settings);
-        let metadata = Arc::new(Metadata::open(kv, MetadataOptions::default()).await?);
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let metadata = Arc::new(
+            Metadata::open_with_clock(kv, MetadataOptions::default(), clock.clone()).await?,
+        );
         let mut engine = Engine::builder()
             .node(settings.node_id.clone())
+            .clock(clock.clone())
             .wal_storage(wal_store)
             .metadata(metadata.clone())
             .settings(settings.engine.clone());
@@ -152,7 +165,7 @@ impl NodeBuilder {
         }
         let engine = engine.open().await?;
         let provider: Arc<dyn LogProvider> =
-            Arc::new(TabletProvider::new(engine.clone(), self.tablet_settings));
+            Arc::new(TabletProvider::new(engine.clone(), self.tablet_settings).with_clock(clock));
         let core = Arc::new(NodeCore::new(
             settings.clone(),
             metadata,
