@@ -1,11 +1,14 @@
 //! `cargo xtask lint`: formatting, clippy, unused dependencies and module cycles.
 //!
-//! Module cycles are found from the source text: every `crate::a::b` and `super::a` path in a
-//! file is an arrow from that file to the deepest module file it names, and a strongly connected
-//! group of two or more files is a cycle. Arrows to the crate root (`lib.rs`, `main.rs`) do not
+//! Module cycles are found from the source text: every path into the crate in a file
+//! (`crate::a::b`, `super::a`, `self::a`, or one that starts with a child module the file declares,
+//! with `use x::{..}` groups expanded) is an arrow from that file to the deepest module file it
+//! names, and a strongly connected group of two or more files is a cycle: a parent that uses
+//! its child's items while the child uses what the parent defines is one. Re-exports (`pub use`)
+//! are not dependencies: a parent that only re-exports its child's items makes no cycle with it. Arrows to the crate root (`lib.rs`, `main.rs`) do not
 //! count (the root re-exports everything), nor do inline `#[cfg(test)] mod tests` blocks or
-//! binaries under `src/bin/`. It reads text, not the compiler's view, so a path in a comment or a
-//! string counts too; that errs on the side of reporting.
+//! binaries under `src/bin/`, nor line comments (doc links). It reads text, not the compiler's
+//! view, so a path in a string counts too; that errs on the side of reporting.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -32,12 +35,14 @@ pub(crate) fn lint() -> Result {
     let mut machete = Command::new(install::cargo_machete()?);
     machete.current_dir(root());
     run(machete).map_err(|e| format!("unused dependencies (cargo machete): {e}"))?;
-    cycles()
+    cycles(&[])
 }
 
-/// Fails when a crate of the workspace has a module cycle, naming each.
-pub(crate) fn cycles() -> Result {
-    let cycles = module_cycles(&root())?;
+/// Fails when a crate of the workspace (or of the workspace at `args[0]`) has a module cycle,
+/// naming each.
+pub(crate) fn cycles(args: &[String]) -> Result {
+    let workspace = args.first().map_or_else(root, PathBuf::from);
+    let cycles = module_cycles(&workspace)?;
     if cycles.is_empty() {
         eprintln!("xtask: no module cycles");
         return Ok(());
@@ -86,13 +91,15 @@ fn crate_graph(src: &Path) -> Result<Graph> {
             fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let here = module_path(src, file);
         let mut targets = BTreeSet::new();
-        for (anchor, segments) in paths_in(without_inline_tests(&text)) {
+        let code = without_comments(without_inline_tests(&text));
+        for (anchor, segments) in paths_in(&without_reexports(&code)) {
             let mut module = match anchor {
                 Anchor::Crate => Vec::new(),
                 Anchor::Super(levels) => {
                     let keep = here.len().saturating_sub(levels);
                     here[..keep].to_vec()
                 }
+                Anchor::Child => here.clone(),
             };
             module.extend(segments);
             if let Some(target) = deepest_file(src, &module)
@@ -173,55 +180,183 @@ fn without_inline_tests(text: &str) -> &str {
     text
 }
 
+/// The text without line comments (doc links name items a file does not use).
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|line| line.split_once("//").map_or(line, |(code, _)| code))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The text without its re-exports (`pub use ..;`, `pub(crate) use ..;`): a module that re-exports
+/// a child's item to its own callers does not depend on that child.
+fn without_reexports(text: &str) -> String {
+    let mut kept = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(found) = rest.find("pub") {
+        let (before, from) = rest.split_at(found);
+        kept.push_str(before);
+        let after_pub = from["pub".len()..].trim_start();
+        let after_scope = match after_pub.strip_prefix('(') {
+            Some(scope) => scope.split_once(')').map_or(scope, |(_, r)| r).trim_start(),
+            None => after_pub,
+        };
+        let boundary = before.as_bytes().last().is_none_or(|b| !is_ident(*b));
+        if boundary
+            && after_scope.starts_with("use")
+            && !after_scope.as_bytes().get(3).is_some_and(|b| is_ident(*b))
+            && let Some(end) = after_scope.find(';')
+        {
+            rest = &after_scope[end + 1..];
+        } else {
+            kept.push_str("pub");
+            rest = &from["pub".len()..];
+        }
+    }
+    kept.push_str(rest);
+    kept
+}
+
+#[derive(Clone, Copy)]
 enum Anchor {
     Crate,
     Super(usize),
+    /// `self::x` or a path that starts with a child module declared in the file (`mod x;`).
+    Child,
 }
 
-/// Each `crate::x::y` / `super::super::x` path in `text`: its anchor and the names after it.
-fn paths_in(text: &str) -> Vec<(Anchor, Vec<String>)> {
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The identifier starting at `at`, if one does.
+fn ident_at(text: &str, at: usize) -> Option<&str> {
     let bytes = text.as_bytes();
-    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let end = (at..bytes.len())
+        .find(|&k| !is_ident(bytes[k]))
+        .unwrap_or(bytes.len());
+    (end > at).then(|| &text[at..end])
+}
+
+fn skip_space(text: &str, mut at: usize) -> usize {
+    let bytes = text.as_bytes();
+    while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+        at += 1;
+    }
+    at
+}
+
+/// The child modules a file declares with `mod name;` (inline modules hold no file).
+fn declared_children(text: &str) -> Vec<&str> {
+    let mut children = Vec::new();
+    let mut search = 0;
+    while let Some(found) = text[search..].find("mod ") {
+        let at = search + found;
+        search = at + 4;
+        if at > 0 && is_ident(text.as_bytes()[at - 1]) {
+            continue;
+        }
+        let name_at = skip_space(text, at + 4);
+        if let Some(name) = ident_at(text, name_at)
+            && text[name_at + name.len()..].trim_start().starts_with(';')
+        {
+            children.push(name);
+        }
+    }
+    children
+}
+
+/// The paths of a use tree starting at `at` (just after a `::`), as name lists, and where it ends.
+fn use_tree(text: &str, at: usize) -> (Vec<Vec<String>>, usize) {
+    let at = skip_space(text, at);
+    if text[at..].starts_with('{') {
+        let mut paths = Vec::new();
+        let mut next = at + 1;
+        loop {
+            next = skip_space(text, next);
+            match text.as_bytes().get(next) {
+                None => return (paths, next),
+                Some(b'}') => return (paths, next + 1),
+                Some(b',') => next += 1,
+                Some(_) => {
+                    let (inner, end) = use_tree(text, next);
+                    paths.extend(inner);
+                    // Skip `as name` and anything else up to the next item.
+                    next = end;
+                    while let Some(&b) = text.as_bytes().get(next) {
+                        if b == b',' || b == b'}' {
+                            break;
+                        }
+                        next += 1;
+                    }
+                }
+            }
+        }
+    }
+    let Some(name) = ident_at(text, at) else {
+        return (vec![Vec::new()], at); // `*`
+    };
+    let end = at + name.len();
+    if name == "self" {
+        return (vec![Vec::new()], end);
+    }
+    if text[end..].starts_with("::") {
+        let (inner, after) = use_tree(text, end + 2);
+        let paths = inner
+            .into_iter()
+            .map(|mut rest| {
+                rest.insert(0, name.to_owned());
+                rest
+            })
+            .collect();
+        return (paths, after);
+    }
+    (vec![vec![name.to_owned()]], end)
+}
+
+/// Each path into the crate in `text` (`crate::x::y`, `super::super::x`, `self::x`, `child::x`, with
+/// `{..}` groups expanded): its anchor and the names after it.
+fn paths_in(text: &str) -> Vec<(Anchor, Vec<String>)> {
+    let children = declared_children(text);
+    let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        if !ident(bytes[i]) || (i > 0 && ident(bytes[i - 1])) {
+        let preceded = i > 0 && (is_ident(bytes[i - 1]) || text[..i].ends_with("::"));
+        let Some(word) = ident_at(text, i).filter(|_| !preceded) else {
             i += 1;
             continue;
-        }
-        let start = i;
-        while i < bytes.len() && ident(bytes[i]) {
-            i += 1;
-        }
-        let word = &text[start..i];
-        if word != "crate" && word != "super" {
-            continue;
-        }
-        let mut names: Vec<&str> = vec![word];
-        while text[i..].starts_with("::") {
-            let begin = i + 2;
-            let mut end = begin;
-            while end < bytes.len() && ident(bytes[end]) {
-                end += 1;
-            }
-            if end == begin {
-                break;
-            }
-            names.push(&text[begin..end]);
-            i = end;
-        }
-        if names.len() < 2 {
-            continue;
-        }
-        let anchor = if names[0] == "crate" {
-            names.remove(0);
-            Anchor::Crate
-        } else {
-            let levels = names.iter().take_while(|n| **n == "super").count();
-            names.drain(..levels);
-            Anchor::Super(levels)
         };
-        out.push((anchor, names.into_iter().map(str::to_owned).collect()));
+        let start = i;
+        let mut end = i + word.len();
+        i = end;
+        if !text[end..].starts_with("::") {
+            continue;
+        }
+        let (anchor, tree) = match word {
+            "crate" => (Anchor::Crate, end + 2),
+            "self" => (Anchor::Child, end + 2),
+            "super" => {
+                let mut levels = 1;
+                while text[end..].starts_with("::super")
+                    && !text.as_bytes().get(end + 7).is_some_and(|b| is_ident(*b))
+                {
+                    levels += 1;
+                    end += "::super".len();
+                }
+                (Anchor::Super(levels), end + 2)
+            }
+            child if children.contains(&child) => (Anchor::Child, start),
+            _ => continue,
+        };
+        let (paths, after) = use_tree(text, tree);
+        i = after.max(i);
+        out.extend(
+            paths
+                .into_iter()
+                .filter(|names| !names.is_empty())
+                .map(|names| (anchor, names)),
+        );
     }
     out
 }
@@ -325,17 +460,44 @@ mod tests {
             "one/src/c.rs",
             "pub struct X;\n#[cfg(test)]\nmod tests {\n use crate::a::Z;\n}",
         );
+        // A parent importing from its child (a relative path and a `{..}` group) while the child
+        // uses what the parent defines is a cycle too.
+        write(&dir, "three/src/lib.rs", "mod p;");
+        write(
+            &dir,
+            "three/src/p/mod.rs",
+            "mod q;\npub use q::Q;\nuse q::{self as r, Q2};\npub struct P;",
+        );
+        write(
+            &dir,
+            "three/src/p/q.rs",
+            "use super::{P, super::Root};\npub struct Q;",
+        );
+        // A re-export is not a dependency: this parent and child make no cycle.
+        write(&dir, "four/src/lib.rs", "mod t;");
+        write(
+            &dir,
+            "four/src/t/mod.rs",
+            "mod i;\npub(crate) use i::Impl;\npub use self::i::{Other};\n/// Implemented by [`i::Impl`](self::i::Impl).\npub trait T {}",
+        );
+        write(&dir, "four/src/t/i.rs", "use super::T;\npub struct Impl;");
         write(&dir, "two/src/lib.rs", "use crate::x::Y; mod x;");
         write(&dir, "two/src/x.rs", "use crate::Y;");
         let cycles = module_cycles(&dir).unwrap();
         let _ = fs::remove_dir_all(&dir);
         assert_eq!(
             cycles,
-            vec![vec![
-                PathBuf::from("one/src/a/inner.rs"),
-                PathBuf::from("one/src/a/mod.rs"),
-                PathBuf::from("one/src/b.rs"),
-            ]],
+            vec![
+                vec![
+                    PathBuf::from("one/src/a/inner.rs"),
+                    PathBuf::from("one/src/a/mod.rs"),
+                    PathBuf::from("one/src/b.rs"),
+                ],
+                vec![
+                    PathBuf::from("three/src/p/mod.rs"),
+                    PathBuf::from("three/src/p/q.rs"),
+                ]
+            ],
         );
     }
 }

@@ -37,7 +37,7 @@ fn main() -> ExitCode {
         "test" => test(&rest),
         "serve" => serve(&rest),
         "lint" => lint::lint(),
-        "cycles" => lint::cycles(),
+        "cycles" => lint::cycles(&rest),
         "bench" => bench::bench(&rest),
         "fuzz" => fuzz(&rest),
         "services" => services_only(),
@@ -64,7 +64,7 @@ commands:
   serve [ARGS]      install what is missing, run the node in release mode (ARGS go to `mink serve`)
   lint              cargo fmt --check, cargo clippy --all-targets -D warnings, unused
                     dependencies (cargo machete), module cycles inside each crate
-  cycles            only the module-cycle check of lint
+  cycles [DIR]      only the module-cycle check of lint (of the workspace at DIR)
   bench [--quick]   benchmarks: codec micro-benchmarks, the stream engine, and the release node
                     over HTTP on local files, moto and the S3 Standard latency model, each
                     beside a raw baseline; report and charts in bench/results/{quick,full}/

@@ -2,7 +2,6 @@
 //! readahead loads bounded to their share of the memory tier.
 
 use std::{
-    collections::HashMap,
     ops::Range,
     sync::{Arc, atomic::Ordering},
 };
@@ -10,12 +9,9 @@ use std::{
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::page::{Page, PageKey};
-use super::{Inner, PageLoader};
+use super::page::Page;
+use super::{Inner, PageLoader, PageResult};
 use crate::{error::CacheError, metrics::add};
-
-pub(super) type PageResult = Result<Bytes, CacheError>;
-pub(super) type InflightMap = HashMap<PageKey, watch::Receiver<Option<PageResult>>>;
 
 /// A page a reader will get: at hand, or from a load in flight.
 pub(super) enum Pending {

@@ -30,6 +30,7 @@ mod read;
 mod readahead;
 
 use std::{
+    collections::HashMap,
     fmt,
     ops::Range,
     sync::{Arc, atomic::AtomicU64},
@@ -39,8 +40,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use foyer::HybridCache;
 use parking_lot::Mutex;
+use tokio::sync::watch;
 
-use self::load::InflightMap;
 use self::page::{Page, PageKey};
 pub use self::{
     builder::BlockCacheBuilder,
@@ -83,6 +84,12 @@ impl fmt::Debug for BlockCache {
             .finish_non_exhaustive()
     }
 }
+
+/// The outcome of one page load, shared by every reader waiting on it.
+type PageResult = Result<Bytes, CacheError>;
+
+/// The loads in flight, by page: a reader of a page being loaded waits on its receiver.
+type InflightMap = HashMap<PageKey, watch::Receiver<Option<PageResult>>>;
 
 struct Inner {
     pages: HybridCache<PageKey, Page>,

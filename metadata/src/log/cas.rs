@@ -1,30 +1,14 @@
-//! Typed access to records, shared by every key family: decoding what a read returned, creating a
-//! record that must be new, and the compare-and-swap retry loop that read-modify-write operations
-//! (stream updates, schema additions, commits) run in.
+//! Writing records, shared by every key family: creating a record that must be new, and the
+//! compare-and-swap retry loop that read-modify-write operations (stream updates, schema
+//! additions, commits) run in.
 
 use std::future::Future;
 
 use super::Metadata;
+use super::read::get_record;
 use crate::error::{MetaError, Result};
-use crate::kv::{CasOutcome, KeyValue, MetaKvExt};
-use crate::value::{MetaRecord, decode, encode};
-
-/// Keys per page when scanning.
-pub(super) const SCAN_PAGE: usize = 512;
-
-/// Decodes a read's value, with the version a compare-and-swap must present.
-pub(super) fn get_record<R: MetaRecord>(kv: &Option<KeyValue>) -> Result<Option<(R, u64)>> {
-    kv.as_ref()
-        .map(|kv| Ok((decode::<R>(&kv.key, &kv.value)?, kv.version)))
-        .transpose()
-}
-
-/// Decodes every value of a scan.
-pub(super) fn decode_all<R: MetaRecord>(kvs: &[KeyValue]) -> Result<Vec<R>> {
-    kvs.iter()
-        .map(|kv| decode::<R>(&kv.key, &kv.value))
-        .collect()
-}
+use crate::kv::{CasOutcome, MetaKvExt};
+use crate::value::{MetaRecord, encode};
 
 impl Metadata {
     /// Runs `attempt` (given its number, from 0) until it returns `Some`: `None` means it lost a

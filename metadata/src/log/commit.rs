@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use futures::future::try_join_all;
 
 use super::Metadata;
-use super::cas::{SCAN_PAGE, decode_all, get_record};
+use super::read::{SCAN_PAGE, decode_all, get_record};
 use super::streams::check_owner;
 use super::wal_registry::{WalCompacted, retire_wal};
 use crate::error::{InvalidRequest, MetaError, Result};

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use mink_runtime::Backoff;
 use tokio::task::JoinHandle;
 
-use super::cas::{SCAN_PAGE, decode_all};
+use super::read::{SCAN_PAGE, decode_all};
 use crate::error::{MetaError, Result};
 use crate::index::ObjectIndex;
 use crate::keys;

@@ -20,6 +20,7 @@ mod cas;
 mod commit;
 mod index_follower;
 mod nodes;
+mod read;
 mod streams;
 mod tables;
 mod wal_registry;

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::Metadata;
-use super::cas::{SCAN_PAGE, decode_all, get_record};
+use super::read::{SCAN_PAGE, decode_all, get_record};
 use crate::error::{MetaError, Result};
 use crate::keys;
 use crate::kv::{Compare, MetaKvExt, Op, Txn};

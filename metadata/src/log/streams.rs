@@ -8,7 +8,7 @@
 //! [`MetaError::Fenced`] ([`check_owner`]). Commits advance the end offset (`commit.rs`).
 
 use super::Metadata;
-use super::cas::{SCAN_PAGE, decode_all, get_record};
+use super::read::{SCAN_PAGE, decode_all, get_record};
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
 use crate::kv::MetaKvExt;

@@ -7,7 +7,7 @@
 //! The name is one key segment (no `/`). Schema ids are never reused for a different schema.
 
 use super::Metadata;
-use super::cas::{SCAN_PAGE, decode_all, get_record};
+use super::read::{SCAN_PAGE, decode_all, get_record};
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
 use crate::kv::MetaKvExt;

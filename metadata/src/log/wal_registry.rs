@@ -14,7 +14,7 @@ use std::ops::Range;
 use futures::future::try_join_all;
 
 use super::Metadata;
-use super::cas::{SCAN_PAGE, decode_all};
+use super::read::{SCAN_PAGE, decode_all};
 use crate::error::Result;
 use crate::keys;
 use crate::kv::{Compare, KeyValue, MetaKvExt, Op};

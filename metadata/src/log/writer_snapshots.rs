@@ -6,7 +6,7 @@
 //! | `mink/writers/{table}/{partition}/{bucket}` | [`WriterSnapshot`]: offset, the tablet's opaque bytes |
 
 use super::Metadata;
-use super::cas::get_record;
+use super::read::get_record;
 use crate::error::Result;
 use crate::keys;
 use crate::records::WriterSnapshot;
