@@ -433,6 +433,13 @@ fn strongly_connected(graph: &Graph) -> Vec<Vec<PathBuf>> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_workspace_has_no_module_cycles() {
+        // CI runs the tests, not the lint: this keeps the layout's one-way dependencies there.
+        let cycles = module_cycles(&root()).unwrap();
+        assert!(cycles.is_empty(), "module cycles: {cycles:?}");
+    }
+
     fn write(root: &Path, file: &str, text: &str) {
         let path = root.join(file);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
