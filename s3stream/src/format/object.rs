@@ -51,7 +51,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use mink_metadata::StreamRange;
 
-use super::le::{Truncated, take, u32_at, u64_at};
+use super::le::{TagFault, Truncated, check_tag, take, u32_at, u64_at};
 
 use crate::batch::StreamBatch;
 
@@ -332,19 +332,13 @@ pub fn decode_object_index(
 /// byte range of the index.
 pub fn decode_footer(footer: &[u8], object_size: u64) -> Result<Range<u64>, ObjectFormatError> {
     let footer = take(footer, 0, FOOTER_LEN, "footer")?;
-    let magic = [footer[20], footer[21], footer[22], footer[23]];
-    if magic != OBJECT_MAGIC {
-        return Err(ObjectFormatError::BadMagic { found: magic });
-    }
-    let version = u16::from_le_bytes([footer[16], footer[17]]);
-    if version != OBJECT_VERSION {
-        return Err(ObjectFormatError::UnsupportedVersion { found: version });
-    }
-    if footer[18..20] != [0, 0] {
-        return Err(ObjectFormatError::Inconsistent(
-            "reserved footer bytes are not zero".to_owned(),
-        ));
-    }
+    check_tag(footer, 16, OBJECT_MAGIC, OBJECT_VERSION).map_err(|fault| match fault {
+        TagFault::Magic(found) => ObjectFormatError::BadMagic { found },
+        TagFault::Version(found) => ObjectFormatError::UnsupportedVersion { found },
+        TagFault::Reserved => {
+            ObjectFormatError::Inconsistent("reserved footer bytes are not zero".to_owned())
+        }
+    })?;
     let position = u64_at(footer, 0);
     let len = u64::from(u32_at(footer, 8));
     let end = position.checked_add(len);

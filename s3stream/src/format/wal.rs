@@ -41,7 +41,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use mink_metadata::StreamRange;
 
-use super::le::{Truncated, take, u32_at, u64_at};
+use super::le::{TagFault, Truncated, check_tag, take, u32_at, u64_at};
 use super::object::{self, BlockEntry, FramedBatch, ObjectBuilder, ObjectFormatError};
 
 /// The WAL's magic: the last bytes of the WAL section (version 2; version 1 began with it).
@@ -235,20 +235,14 @@ fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
             available: section_end,
         })?;
     let trailer = take(object, trailer_start, SECTION_TRAILER_LEN, "WAL section")?;
-    let magic = [trailer[12], trailer[13], trailer[14], trailer[15]];
-    if magic != WAL_MAGIC {
-        return Err(WalFormatError::BadMagic { found: magic });
-    }
-    let version = u16::from_le_bytes([trailer[8], trailer[9]]);
-    if version != WAL_VERSION {
-        return Err(WalFormatError::UnsupportedVersion { found: version });
-    }
-    if trailer[10..12] != [0, 0] {
-        return Err(ObjectFormatError::Inconsistent(
-            "reserved WAL section bytes are not zero".into(),
-        )
-        .into());
-    }
+    check_tag(trailer, 8, WAL_MAGIC, WAL_VERSION).map_err(|fault| match fault {
+        TagFault::Magic(found) => WalFormatError::BadMagic { found },
+        TagFault::Version(found) => WalFormatError::UnsupportedVersion { found },
+        TagFault::Reserved => {
+            ObjectFormatError::Inconsistent("reserved WAL section bytes are not zero".into())
+                .into()
+        }
+    })?;
     let count = u32_at(trailer, 0) as usize;
     if count != index.len() {
         return Err(ObjectFormatError::Inconsistent(format!(
