@@ -239,8 +239,7 @@ fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
         TagFault::Magic(found) => WalFormatError::BadMagic { found },
         TagFault::Version(found) => WalFormatError::UnsupportedVersion { found },
         TagFault::Reserved => {
-            ObjectFormatError::Inconsistent("reserved WAL section bytes are not zero".into())
-                .into()
+            ObjectFormatError::Inconsistent("reserved WAL section bytes are not zero".into()).into()
         }
     })?;
     let count = u32_at(trailer, 0) as usize;
