@@ -17,6 +17,17 @@ use serde_json::Value;
 
 http_suite!(suite::embedded);
 
+/// Creates table `name` with one int64 column `id` on the node at `url`.
+async fn create_id_table(http: &reqwest::Client, url: &str, name: &str) {
+    let created = http
+        .post(format!("{url}/v1/tables"))
+        .json(&serde_json::json!({"name": name, "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED, "creating {name}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_failure_is_503_with_retry_after() {
     let store = Arc::new(FaultyStorage::new(
@@ -37,13 +48,7 @@ async fn storage_failure_is_503_with_retry_after() {
         .await
         .unwrap();
     let http = reqwest::Client::new();
-    let created = http
-        .post(format!("{}/v1/tables", node.url()))
-        .json(&serde_json::json!({"name": "f", "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
+    create_id_table(&http, &node.url(), "f").await;
     store.set_failure_rate(StorageOp::Put, 1.0, FaultKind::Unavailable);
     let r = http
         .post(format!("{}/v1/tables/f/buckets/0/records", node.url()))
@@ -210,13 +215,7 @@ async fn shutdown_finishes_appends_in_flight() {
     let node = start().await.unwrap();
     let http = reqwest::Client::new();
     let url = node.url();
-    let created = http
-        .post(format!("{url}/v1/tables"))
-        .json(&serde_json::json!({"name": "d", "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
+    create_id_table(&http, &url, "d").await;
     store.set_put_delay(Duration::from_millis(500));
     let append = {
         let http = http.clone();
@@ -289,13 +288,7 @@ async fn the_node_runs_on_its_injected_clock() {
         .await
         .unwrap();
     let http = reqwest::Client::new();
-    let created = http
-        .post(format!("{}/v1/tables", node.url()))
-        .json(&serde_json::json!({"name": "c", "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
+    create_id_table(&http, &node.url(), "c").await;
     let append = |id: i64| {
         http.post(format!("{}/v1/tables/c/buckets/0/records", node.url()))
             .body(format!("{{\"id\":{id}}}\n"))
