@@ -149,6 +149,9 @@ impl NodeBuilder {
         let kv = self.metadata.ok_or(NodeError::Missing {
             what: "a metadata KV",
         })?;
+        self.settings
+            .validate()
+            .map_err(|message| NodeError::Settings { message })?;
         let settings = Arc::new(self.settings);
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let metadata = Arc::new(

@@ -1,0 +1,110 @@
+//! `[http]`: the HTTP front end's limits and timings.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// HTTP limits and timings. Durations are whole milliseconds in files (the `_ms` keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Largest request body accepted (413 above). Default 8 MiB.
+    pub max_body_bytes: usize,
+    /// Default `max_bytes` of a read. Default 1 MiB.
+    pub default_read_bytes: usize,
+    /// Largest `max_bytes` a read may ask for. Default 16 MiB.
+    pub max_read_bytes: usize,
+    /// How long a long-poll read parks at the tail (`long_poll_timeout_ms`). Default 25 s.
+    #[serde(rename = "long_poll_timeout_ms", with = "mink_runtime::duration_ms")]
+    pub long_poll_timeout: Duration,
+    /// Longest `timeout_ms` a long-poll may ask for (`max_long_poll_timeout_ms`). Default 60 s.
+    #[serde(
+        rename = "max_long_poll_timeout_ms",
+        with = "mink_runtime::duration_ms"
+    )]
+    pub max_long_poll_timeout: Duration,
+    /// An SSE response is closed after this long so proxies never see an idle connection; the
+    /// client reconnects from its last event id (`sse_recycle_ms`). Default 55 s.
+    #[serde(rename = "sse_recycle_ms", with = "mink_runtime::duration_ms")]
+    pub sse_recycle: Duration,
+    /// Interval of SSE heartbeat comments (`sse_heartbeat_ms`; at least 1 ms). Default 10 s.
+    #[serde(rename = "sse_heartbeat_ms", with = "mink_runtime::duration_ms")]
+    pub sse_heartbeat: Duration,
+    /// Requests per second the node admits (token bucket); 0 = unlimited. Default 0.
+    pub rate_limit_per_sec: u32,
+    /// Burst of the rate limit. Default 1000.
+    pub rate_limit_burst: u32,
+    /// Seconds a client is told to wait (`Retry-After`) after a 503 or 429. Default 1. Whole
+    /// seconds, not a duration, because that is what the header carries.
+    pub retry_after_secs: u32,
+    /// Longest wait for in-flight requests at shutdown (`shutdown_grace_ms`). Default 30 s.
+    #[serde(rename = "shutdown_grace_ms", with = "mink_runtime::duration_ms")]
+    pub shutdown_grace: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            max_body_bytes: 8 << 20,
+            default_read_bytes: 1 << 20,
+            max_read_bytes: 16 << 20,
+            long_poll_timeout: Duration::from_secs(25),
+            max_long_poll_timeout: Duration::from_secs(60),
+            sse_recycle: Duration::from_secs(55),
+            sse_heartbeat: Duration::from_secs(10),
+            rate_limit_per_sec: 0,
+            rate_limit_burst: 1000,
+            retry_after_secs: 1,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+impl HttpSettings {
+    /// Refuses zero and inconsistent values, naming the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("http.max_body_bytes", self.max_body_bytes),
+            ("http.default_read_bytes", self.default_read_bytes),
+            ("http.max_read_bytes", self.max_read_bytes),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        if self.default_read_bytes > self.max_read_bytes {
+            return Err(format!(
+                "http.default_read_bytes ({}) must not exceed http.max_read_bytes ({})",
+                self.default_read_bytes, self.max_read_bytes
+            ));
+        }
+        let durations = [
+            ("http.long_poll_timeout_ms", self.long_poll_timeout),
+            ("http.max_long_poll_timeout_ms", self.max_long_poll_timeout),
+            ("http.sse_recycle_ms", self.sse_recycle),
+            ("http.sse_heartbeat_ms", self.sse_heartbeat),
+        ];
+        if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        if self.long_poll_timeout > self.max_long_poll_timeout {
+            return Err(
+                "http.long_poll_timeout_ms must not exceed http.max_long_poll_timeout_ms"
+                    .to_owned(),
+            );
+        }
+        if self.rate_limit_per_sec > 0 && self.rate_limit_burst == 0 {
+            return Err(
+                "http.rate_limit_burst must be at least 1 when a rate limit is set".to_owned(),
+            );
+        }
+        if self.retry_after_secs == 0 {
+            return Err("http.retry_after_secs must be at least 1".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The SSE heartbeat interval (at least 1 ms: a zero interval would spin).
+    pub fn sse_heartbeat_interval(&self) -> Duration {
+        self.sse_heartbeat.max(Duration::from_millis(1))
+    }
+}
