@@ -94,6 +94,67 @@ pub enum ApiError {
     /// Too many requests (rate limit).
     #[error("rate limit exceeded; retry later")]
     RateLimited,
+    /// A request would take the node past a configured limit (`[limits]`): more tables, buckets,
+    /// partitions, schema versions or rows than allowed.
+    #[error("{message} (limit {limit}, setting `{setting}`)")]
+    LimitExceeded {
+        /// The setting that holds the limit, as named in the config file.
+        setting: &'static str,
+        /// The limit.
+        limit: u64,
+        /// What exceeded it.
+        message: String,
+    },
+    /// A new idempotent writer would take the tablet past the writers it tracks; writers it
+    /// already knows keep working.
+    #[error(
+        "the bucket already tracks {limit} writers; a new writer is refused (setting `tablet.max_writers`)"
+    )]
+    TooManyWriters {
+        /// The limit.
+        limit: u64,
+    },
+    /// Too many concurrent requests of one kind (parked long-polls, SSE streams) for the node or
+    /// for this client.
+    #[error("{message}")]
+    TooManyRequests {
+        /// Which limit and whose.
+        message: String,
+    },
+    /// The node holds as many request bytes as its budget allows; retry.
+    #[error("the node is overloaded: {message}")]
+    Overloaded {
+        /// Which budget.
+        message: String,
+    },
+    /// No token, or an unknown one, where tokens are required.
+    #[error("{message}")]
+    Unauthorized {
+        /// Why.
+        message: String,
+    },
+    /// The token's scope does not allow the request.
+    #[error("{message}")]
+    Forbidden {
+        /// What the token may not do.
+        message: String,
+    },
+    /// A batch names a writer id the allocator never handed out.
+    #[error(
+        "writer id {writer_id} was never allocated (ids below {high_mark} were); get one from POST /v1/writers"
+    )]
+    UnknownWriter {
+        /// The writer id.
+        writer_id: i64,
+        /// The allocator's high mark.
+        high_mark: u64,
+    },
+    /// The `Host` header is not one this node serves (`http.allowed_hosts`).
+    #[error("host `{host}` is not served here")]
+    MisdirectedRequest {
+        /// The host asked for.
+        host: String,
+    },
     /// A state conflict other than sequencing (e.g. closing a closed log).
     #[error("{message}")]
     Conflict {
@@ -163,6 +224,14 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
             ApiError::RateLimited => "rate_limited",
+            ApiError::LimitExceeded { .. } => "limit_exceeded",
+            ApiError::TooManyWriters { .. } => "too_many_writers",
+            ApiError::TooManyRequests { .. } => "too_many_requests",
+            ApiError::Overloaded { .. } => "overloaded",
+            ApiError::Unauthorized { .. } => "unauthorized",
+            ApiError::Forbidden { .. } => "forbidden",
+            ApiError::UnknownWriter { .. } => "unknown_writer",
+            ApiError::MisdirectedRequest { .. } => "misdirected_request",
             ApiError::Conflict { .. } => "conflict",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::ShuttingDown => "shutting_down",

@@ -16,7 +16,12 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. }
             | ApiError::InvalidBatch { .. }
+            | ApiError::LimitExceeded { .. }
+            | ApiError::UnknownWriter { .. }
             | ApiError::FutureTimestamp { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::MisdirectedRequest { .. } => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Moved { .. } => StatusCode::TEMPORARY_REDIRECT,
             ApiError::TableNotFound { .. }
             | ApiError::NoSuchBucket { .. }
@@ -28,8 +33,10 @@ impl ApiError {
             ApiError::OffsetOutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable { .. } | ApiError::ShuttingDown => {
+            ApiError::RateLimited
+            | ApiError::TooManyWriters { .. }
+            | ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable { .. } | ApiError::ShuttingDown | ApiError::Overloaded { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -48,6 +55,12 @@ impl ApiError {
                 body["high_watermark"] = json!(high_watermark);
             }
             ApiError::PayloadTooLarge { limit } => body["limit"] = json!(limit),
+            ApiError::LimitExceeded { setting, limit, .. } => {
+                body["setting"] = json!(setting);
+                body["limit"] = json!(limit);
+            }
+            ApiError::TooManyWriters { limit } => body["limit"] = json!(limit),
+            ApiError::UnknownWriter { high_mark, .. } => body["high_mark"] = json!(high_mark),
             _ => {}
         }
         body
@@ -70,6 +83,11 @@ impl IntoResponse for ApiError {
             tracing::debug!(kind = self.kind(), error = %self, "request rejected");
         }
         let mut response = (status, axum::Json(self.body())).into_response();
+        if matches!(self, ApiError::Unauthorized { .. }) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if let ApiError::Moved { owner } = &self
             && let Ok(location) = HeaderValue::from_str(owner)
         {
