@@ -134,7 +134,7 @@ fn internal(e: arrow_schema::ArrowError) -> ApiError {
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{Int64Array, StringArray};
+    use arrow_array::{Int64Array, RecordBatch, StringArray};
     use arrow_schema::{DataType, Field, Schema, SchemaRef};
     use mink_codec::BatchMeta;
 
@@ -212,5 +212,54 @@ mod tests {
             );
         }
         assert!(arrow_to_rows(&schema(), b"garbage", MAX_ROWS_PER_REQUEST).is_err());
+    }
+
+    #[test]
+    fn appends_over_the_row_limit_are_refused_as_they_decode() {
+        // The case: a few hundred bytes of Arrow IPC holding a `Null` column of 64 Mi rows.
+        let nulls = Arc::new(Schema::new(vec![Field::new("n", DataType::Null, true)]));
+        let rows = RecordBatch::try_new(
+            nulls.clone(),
+            vec![Arc::new(arrow_array::NullArray::new(64 << 20))],
+        )
+        .unwrap();
+        let ipc = rows_to_arrow(&nulls, &[rows]).unwrap();
+        assert!(ipc.len() < 400, "{} bytes", ipc.len());
+        let refused = arrow_to_rows(&nulls, &ipc, MAX_ROWS_PER_REQUEST).unwrap_err();
+        assert_eq!(refused.kind(), "limit_exceeded");
+        assert_eq!(refused.body()["setting"], "limits.max_rows_per_request");
+
+        let body = "{\"id\":1}\n".repeat(11);
+        assert_eq!(
+            ndjson_to_rows(&schema(), body.as_bytes(), 11)
+                .unwrap()
+                .num_rows(),
+            11
+        );
+        let refused = ndjson_to_rows(&schema(), body.as_bytes(), 10).unwrap_err();
+        assert_eq!(refused.kind(), "limit_exceeded");
+    }
+
+    #[test]
+    fn ndjson_decodes_in_batches_of_bounded_rows() {
+        // More rows than one decoded batch holds, and blank lines around them.
+        let body: String = (0..20_000)
+            .map(|i| format!("\n{{\"id\":{i}}}\n\n"))
+            .collect();
+        let rows = ndjson_to_rows(&schema(), body.as_bytes(), MAX_ROWS_PER_REQUEST).unwrap();
+        assert_eq!(rows.num_rows(), 20_000);
+        let ids = rows
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert!(ids.values().iter().copied().eq(0..20_000));
+        let blank = vec![b'\n'; 1 << 20];
+        assert_eq!(
+            ndjson_to_rows(&schema(), &blank, MAX_ROWS_PER_REQUEST)
+                .unwrap_err()
+                .kind(),
+            "invalid_rows"
+        );
     }
 }
