@@ -265,9 +265,12 @@ fn render(
 
 /// The rows of one stored batch, when it has any.
 pub(crate) fn stored_rows(batch: &Bytes, schema: &SchemaRef) -> ApiResult<Option<StoredRows>> {
-    Ok(format::decode_batch(batch, schema)?.map(|rows| StoredRows {
+    let Some(rows) = format::decode_batch(batch, schema)? else {
+        return Ok(None);
+    };
+    Ok(Some(StoredRows {
         rows,
-        base_offset: format::base_offset_of(batch).unwrap_or(0),
+        base_offset: format::base_offset_of(batch)?,
         stored_len: batch.len(),
     }))
 }
