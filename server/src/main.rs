@@ -208,6 +208,26 @@ struct HttpFlags {
     /// Longest wait for in-flight requests at shutdown, ms [default: 30000].
     #[arg(long, env = "MINK_SHUTDOWN_GRACE_MS")]
     shutdown_grace_ms: Option<u64>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    reads: HttpReadFlags,
+}
+
+/// `[http]`: the bounds of reads.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "HTTP")]
+struct HttpReadFlags {
+    /// Bytes one NDJSON or Arrow read response or SSE event renders; past it the response stops
+    /// and Mink-Next-Offset says where to go on [default: 16777216].
+    #[arg(long, env = "MINK_MAX_RENDER_BYTES")]
+    max_render_bytes: Option<usize>,
+    /// Long-polls parked and SSE streams open on the node; more get 429 [default: 10000].
+    #[arg(long, env = "MINK_MAX_PARKED_READS")]
+    max_parked_reads: Option<usize>,
+    /// Long-polls parked and SSE streams open for one client IP address; more get 429
+    /// [default: 1000].
+    #[arg(long, env = "MINK_MAX_PARKED_READS_PER_CLIENT")]
+    max_parked_reads_per_client: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -368,6 +388,10 @@ mod tests {
             "http://a:2379,http://b:2379",
             "--s3-allow-http",
             "true",
+            "--max-render-bytes",
+            "65536",
+            "--max-parked-reads-per-client",
+            "3",
         ])
         .settings()
         .unwrap();
@@ -376,6 +400,8 @@ mod tests {
         expected.storage.s3.allow_http = true;
         expected.storage.local_dir = Some(PathBuf::from("/tmp/objects"));
         expected.http.rate_limit_per_sec = 7;
+        expected.http.max_render_bytes = 65536;
+        expected.http.max_parked_reads_per_client = 3;
         expected.metadata.etcd_endpoints =
             vec!["http://a:2379".to_owned(), "http://b:2379".to_owned()];
         assert_eq!(settings, expected);

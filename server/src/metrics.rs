@@ -45,6 +45,10 @@ pub struct Metrics {
     pub waiters: Gauge,
     /// Requests refused by the rate limit.
     pub rate_limited: Counter,
+    /// Long-polls parked and SSE streams open now, as held against `http.max_parked_reads`.
+    pub parked_reads: Gauge,
+    /// Long-polls and SSE streams refused by the parked-read limits.
+    pub parked_reads_refused: Counter,
 }
 
 impl Metrics {
@@ -59,6 +63,8 @@ impl Metrics {
         let read_tiers = Family::<TierLabel, Counter>::default();
         let waiters = Gauge::default();
         let rate_limited = Counter::default();
+        let parked_reads = Gauge::default();
+        let parked_reads_refused = Counter::default();
         registry.register("appends", "Append requests served", appends.clone());
         registry.register(
             "append_bytes",
@@ -87,6 +93,16 @@ impl Metrics {
             "Requests refused by the rate limit",
             rate_limited.clone(),
         );
+        registry.register(
+            "parked_reads",
+            "Long-polls parked and SSE streams open (limit http.max_parked_reads)",
+            parked_reads.clone(),
+        );
+        registry.register(
+            "parked_reads_refused",
+            "Long-polls and SSE streams refused by the parked-read limits",
+            parked_reads_refused.clone(),
+        );
         if let Some(engine) = engine {
             registry.register_collector(Box::new(EngineCollector { engine }));
         }
@@ -100,6 +116,8 @@ impl Metrics {
             read_tiers,
             waiters,
             rate_limited,
+            parked_reads,
+            parked_reads_refused,
         }
     }
 

@@ -177,6 +177,9 @@ fn help_documents_every_setting() {
         "--long-poll-timeout-ms",
         "--sse-recycle-ms",
         "--rate-limit",
+        "--max-render-bytes",
+        "--max-parked-reads",
+        "--max-parked-reads-per-client",
         "--config",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help:\n{help}");

@@ -6,11 +6,13 @@ use std::io::Cursor;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
-use super::internal;
+use super::{internal, too_many_rows};
 use crate::error::{ApiError, ApiResult};
 
-/// The record batches of an Arrow IPC stream, checked against `schema` and joined into one.
-pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8]) -> ApiResult<RecordBatch> {
+/// The record batches of an Arrow IPC stream, checked against `schema` and joined into one, at
+/// most `max_rows` rows in all (`limits.max_rows_per_request`): the rows are counted batch by
+/// batch as the stream is read, so an oversized stream is refused before anything is joined.
+pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8], max_rows: usize) -> ApiResult<RecordBatch> {
     let bad = |e: arrow_schema::ArrowError| {
         ApiError::invalid("invalid_rows", format!("bad Arrow IPC stream: {e}"))
     };
@@ -41,8 +43,13 @@ pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8]) -> ApiResult<RecordBatch> 
         ));
     }
     let mut parts = Vec::new();
+    let mut rows = 0usize;
     for batch in reader {
         let batch = batch.map_err(bad)?;
+        rows = rows.saturating_add(batch.num_rows());
+        if rows > max_rows {
+            return Err(too_many_rows(max_rows));
+        }
         // Re-label with the table's schema so its nullability is enforced.
         let batch = RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
             .map_err(|e| ApiError::invalid("schema_mismatch", e.to_string()))?;

@@ -4,8 +4,11 @@
 //! |---|---|---|
 //! | `application/vnd.mink.batches` | mink batches back to back, as the codec writes them (writer id and sequence in each header) | the stored batches, offsets filled in |
 //! | `application/vnd.apache.arrow.stream` | an Arrow IPC stream; all its record batches become one mink batch | an Arrow IPC stream (one schema per response) |
-//! | `application/x-ndjson` | one JSON object per line; all lines become one mink batch | one JSON object per row |
-//! | `text/event-stream` | - | SSE: one event per batch, `data` a JSON array of its rows, `id` the next offset |
+//! | `application/x-ndjson` | one JSON object per line (blank lines skipped); all lines become one mink batch | one JSON object per row |
+//! | `text/event-stream` | - | SSE: one event per batch (several for a batch that renders past `http.max_render_bytes`), `data` a JSON array of its rows, `id` the offset after them |
+//!
+//! Arrow and NDJSON appends hold at most [`MAX_ROWS_PER_REQUEST`] rows, counted as they are
+//! decoded (400 `limit_exceeded`).
 //!
 //! For Arrow and NDJSON appends the node encodes the batch itself: the schema is the table's newest
 //! (or `Mink-Schema-Id`), the writer id and sequence come from `Mink-Writer-Id` and `Mink-Sequence`.
@@ -13,16 +16,22 @@
 //! - `ndjson`: NDJSON rows in and out (and the JSON arrays of SSE events).
 //! - `arrow`: Arrow IPC streams in and out.
 //! - `batch`: mink batches: encoding rows into one, decoding a stored one, reading its header.
+//! - `render`: read responses rendered in bounded pieces of rows (`http.max_render_bytes`), the
+//!   NDJSON and Arrow bodies streamed and the JSON arrays of SSE events.
 //! - [`schema`]: table schemas as JSON.
 
 mod arrow;
 mod batch;
 mod ndjson;
+mod render;
 pub mod schema;
 
 pub use arrow::{arrow_to_rows, rows_to_arrow};
 pub use batch::{base_offset_of, decode_batch, encode_rows, next_offset_of, schema_id_of};
 pub use ndjson::{ndjson_to_rows, rows_to_json_array, rows_to_ndjson};
+pub use render::{
+    BodyFormat, JsonArrayEvent, Rendered, StoredRows, Tail, json_array_event, render_bounded,
+};
 
 use crate::error::{ApiError, ApiResult};
 
@@ -101,6 +110,19 @@ impl Format {
     }
 }
 
+/// Rows an Arrow or NDJSON append may hold: the default of `limits.max_rows_per_request`, the
+/// setting the `[limits]` section brings (until then the bound is this constant).
+pub const MAX_ROWS_PER_REQUEST: usize = 1 << 20;
+
+/// The refusal of an append of more than `max_rows` rows.
+fn too_many_rows(max_rows: usize) -> ApiError {
+    ApiError::LimitExceeded {
+        setting: "limits.max_rows_per_request",
+        limit: max_rows as u64,
+        message: format!("the request holds more than {max_rows} rows"),
+    }
+}
+
 /// An Arrow error while encoding a response.
 fn internal(e: arrow_schema::ArrowError) -> ApiError {
     ApiError::Internal {
@@ -112,7 +134,7 @@ fn internal(e: arrow_schema::ArrowError) -> ApiError {
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{Int64Array, StringArray};
+    use arrow_array::{Int64Array, RecordBatch, StringArray};
     use arrow_schema::{DataType, Field, Schema, SchemaRef};
     use mink_codec::BatchMeta;
 
@@ -151,11 +173,12 @@ mod tests {
         let rows = ndjson_to_rows(
             &schema(),
             b"{\"id\":1,\"msg\":\"a\"}\n{\"id\":2,\"msg\":null}\n",
+            MAX_ROWS_PER_REQUEST,
         )
         .unwrap();
         assert_eq!(rows.num_rows(), 2);
         let ipc = rows_to_arrow(&schema(), std::slice::from_ref(&rows)).unwrap();
-        let back = arrow_to_rows(&schema(), &ipc).unwrap();
+        let back = arrow_to_rows(&schema(), &ipc, MAX_ROWS_PER_REQUEST).unwrap();
         assert_eq!(back, rows);
         let batch = encode_rows(&back, BatchMeta::new(1)).unwrap();
         let decoded = decode_batch(&batch, &schema()).unwrap().unwrap();
@@ -183,8 +206,60 @@ mod tests {
             b"",
             b"{\"msg\":\"no id\"}",
         ] {
-            assert!(ndjson_to_rows(&schema(), body).is_err(), "{body:?}");
+            assert!(
+                ndjson_to_rows(&schema(), body, MAX_ROWS_PER_REQUEST).is_err(),
+                "{body:?}"
+            );
         }
-        assert!(arrow_to_rows(&schema(), b"garbage").is_err());
+        assert!(arrow_to_rows(&schema(), b"garbage", MAX_ROWS_PER_REQUEST).is_err());
+    }
+
+    #[test]
+    fn appends_over_the_row_limit_are_refused_as_they_decode() {
+        // The case: a few hundred bytes of Arrow IPC holding a `Null` column of 64 Mi rows.
+        let nulls = Arc::new(Schema::new(vec![Field::new("n", DataType::Null, true)]));
+        let rows = RecordBatch::try_new(
+            nulls.clone(),
+            vec![Arc::new(arrow_array::NullArray::new(64 << 20))],
+        )
+        .unwrap();
+        let ipc = rows_to_arrow(&nulls, &[rows]).unwrap();
+        assert!(ipc.len() < 400, "{} bytes", ipc.len());
+        let refused = arrow_to_rows(&nulls, &ipc, MAX_ROWS_PER_REQUEST).unwrap_err();
+        assert_eq!(refused.kind(), "limit_exceeded");
+        assert_eq!(refused.body()["setting"], "limits.max_rows_per_request");
+
+        let body = "{\"id\":1}\n".repeat(11);
+        assert_eq!(
+            ndjson_to_rows(&schema(), body.as_bytes(), 11)
+                .unwrap()
+                .num_rows(),
+            11
+        );
+        let refused = ndjson_to_rows(&schema(), body.as_bytes(), 10).unwrap_err();
+        assert_eq!(refused.kind(), "limit_exceeded");
+    }
+
+    #[test]
+    fn ndjson_decodes_in_batches_of_bounded_rows() {
+        // More rows than one decoded batch holds, and blank lines around them.
+        let body: String = (0..20_000)
+            .map(|i| format!("\n{{\"id\":{i}}}\n\n"))
+            .collect();
+        let rows = ndjson_to_rows(&schema(), body.as_bytes(), MAX_ROWS_PER_REQUEST).unwrap();
+        assert_eq!(rows.num_rows(), 20_000);
+        let ids = rows
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert!(ids.values().iter().copied().eq(0..20_000));
+        let blank = vec![b'\n'; 1 << 20];
+        assert_eq!(
+            ndjson_to_rows(&schema(), &blank, MAX_ROWS_PER_REQUEST)
+                .unwrap_err()
+                .kind(),
+            "invalid_rows"
+        );
     }
 }

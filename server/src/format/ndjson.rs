@@ -4,35 +4,65 @@
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
-use super::internal;
+use super::{internal, too_many_rows};
 use crate::error::{ApiError, ApiResult};
 
-/// Rows of NDJSON as one record batch of `schema`.
-pub fn ndjson_to_rows(schema: &SchemaRef, body: &[u8]) -> ApiResult<RecordBatch> {
-    let lines = body.iter().filter(|b| **b == b'\n').count() + 1;
+/// Memory the JSON decoder may reserve for one batch of rows: it sizes its token tape from the
+/// batch size times the number of (flattened) fields, so a wide table decodes fewer rows a batch.
+const DECODE_BUDGET_BYTES: usize = 4 << 20;
+/// Rows of one decoded batch at most.
+const DECODE_BATCH_ROWS: usize = 8192;
+
+/// Rows of NDJSON as one record batch of `schema`, at most `max_rows` of them
+/// (`limits.max_rows_per_request`).
+///
+/// The body is decoded in batches of a fixed number of rows, never one sized from the body (a
+/// count of newlines would let a body of blank lines reserve gigabytes on a wide table).
+/// Whitespace between rows, blank lines included, is skipped; a body without a row is refused.
+pub fn ndjson_to_rows(schema: &SchemaRef, body: &[u8], max_rows: usize) -> ApiResult<RecordBatch> {
+    let bad = |e: arrow_schema::ArrowError| {
+        ApiError::invalid("invalid_rows", format!("bad NDJSON row: {e}"))
+    };
     let mut decoder = arrow_json::ReaderBuilder::new(schema.clone())
-        .with_batch_size(lines)
+        .with_batch_size(decode_batch_rows(schema))
         .with_strict_mode(true)
         .build_decoder()
         .map_err(|e| ApiError::invalid("invalid_rows", e.to_string()))?;
+    let mut parts = Vec::new();
+    let mut rows = 0usize;
+    let mut flush = |decoder: &mut arrow_json::reader::Decoder| -> ApiResult<bool> {
+        let Some(batch) = decoder.flush().map_err(bad)? else {
+            return Ok(false);
+        };
+        rows += batch.num_rows();
+        if rows > max_rows {
+            return Err(too_many_rows(max_rows));
+        }
+        parts.push(batch);
+        Ok(true)
+    };
     let mut rest = body;
     while !rest.is_empty() {
-        let read = decoder
-            .decode(rest)
-            .map_err(|e| ApiError::invalid("invalid_rows", format!("bad NDJSON row: {e}")))?;
-        if read == 0 {
+        let read = decoder.decode(rest).map_err(bad)?;
+        rest = rest.get(read..).unwrap_or_default();
+        // The decoder stops reading once a batch is full: flush it to go on.
+        if read == 0 && !flush(&mut decoder)? {
             break;
         }
-        rest = rest.get(read..).unwrap_or_default();
     }
-    let rows = decoder
-        .flush()
-        .map_err(|e| ApiError::invalid("invalid_rows", format!("bad NDJSON row: {e}")))?
-        .unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
-    if rows.num_rows() == 0 {
+    flush(&mut decoder)?;
+    if parts.is_empty() {
         return Err(ApiError::invalid("invalid_rows", "the body holds no rows"));
     }
-    Ok(rows)
+    arrow_select::concat::concat_batches(schema, &parts)
+        .map_err(|e| ApiError::invalid("invalid_rows", e.to_string()))
+}
+
+/// Rows a decoded batch of `schema` holds, within the decoder's budget.
+fn decode_batch_rows(schema: &SchemaRef) -> usize {
+    // The tape takes about two 8-byte tokens and two 8-byte offsets per field and row.
+    let per_row = 32 * schema.flattened_fields().len().max(1) + 16;
+    (DECODE_BUDGET_BYTES / per_row).clamp(1, DECODE_BATCH_ROWS)
 }
 
 /// Rows as NDJSON lines appended to `out`.

@@ -19,13 +19,14 @@
 //!
 //! Files: `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
 //! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
-//! events), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
+//! events), `parked` (the limits on parked long-polls and open SSE streams), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
 //! `rate_limit` (the token bucket in front of `/v1`). The middleware is layered in one place,
 //! [`router`]: the body limit (axum's), the rate limit, the request log (tower-http's trace).
 
 mod error;
 mod extract;
 mod headers;
+mod parked;
 mod rate_limit;
 mod read;
 mod records;
@@ -76,9 +77,12 @@ pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
                 tracing::debug!(error = %e, "cannot set TCP_NODELAY");
             }
         });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
     });
     Ok(HttpServer { addr, task })
 }
@@ -136,7 +140,12 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             ),
             rate_limit::admit,
         ))
-        .layer(DefaultBodyLimit::max(http.max_body_bytes));
+        .layer(DefaultBodyLimit::max(http.max_body_bytes))
+        .layer(axum::Extension(parked::ParkedReads::new(
+            http.max_parked_reads,
+            http.max_parked_reads_per_client,
+            core.metrics().clone(),
+        )));
     Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(healthz))

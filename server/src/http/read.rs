@@ -12,22 +12,31 @@
 //!
 //! A read at the high watermark answers at once, 200 with an empty body and the up-to-date
 //! marker. With `live=long-poll` it parks until new data is durable, the log closes, or the
-//! timeout lapses (then 204 with the same headers).
+//! timeout lapses (then 204 with the same headers); a long-poll that would park past the
+//! parked-read limits (`parked.rs`) is refused with 429.
+//!
+//! NDJSON and Arrow bodies hold the rows from `offset` (which may fall inside a stored batch) up
+//! to `until`, stop once they have rendered `http.max_render_bytes` (plus one piece of rows), and
+//! stream; `Mink-Next-Offset` is the first row not sent. Mink batches are sent as stored, whole.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
+use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use serde::Deserialize;
 
 use super::extract::millis;
 use super::headers::position_headers;
+use super::parked::{ParkedRead, ParkedReads};
 use crate::bucket_log::{BucketLog, LogOffsets, ReadChunk};
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
-use crate::format::{self, Format};
+use crate::format::{self, Format, StoredRows};
 use crate::settings::HttpSettings;
 
 /// Query of a read.
@@ -75,6 +84,20 @@ pub(crate) fn start_offset(asked: Option<&str>, offsets: LogOffsets) -> ApiResul
     }
 }
 
+/// Where a read that parks takes its place: the node's parked-read limits, and the client.
+pub(crate) struct Parking {
+    pub(crate) reads: Arc<ParkedReads>,
+    /// The peer's address, when the connection has one.
+    pub(crate) client: Option<IpAddr>,
+}
+
+impl Parking {
+    /// A place for one parked read, or 429 `too_many_requests`.
+    pub(crate) fn admit(&self) -> ApiResult<ParkedRead> {
+        self.reads.admit(self.client)
+    }
+}
+
 /// A range read, parking at the tail for `live=long-poll`.
 pub(crate) async fn serve(
     core: &NodeCore,
@@ -82,6 +105,7 @@ pub(crate) async fn serve(
     log: &dyn BucketLog,
     q: &ReadQuery,
     format: Format,
+    parking: &Parking,
 ) -> ApiResult<Response> {
     let http = &core.settings().http;
     let from = start_offset(q.offset.as_deref(), log.offsets())?;
@@ -100,12 +124,14 @@ pub(crate) async fn serve(
             http.long_poll_timeout,
             http.max_long_poll_timeout,
         );
+        let place = parking.admit()?;
         let parked = core.metrics().park();
         tokio::select! {
             _ = log.wait_past(from, timeout) => {}
             _ = core.shutdown_signal().cancelled() => {}
         }
         drop(parked);
+        drop(place);
         if log.offsets().high_watermark > from {
             chunk = core
                 .read(log, from, q.until, columns.as_deref(), max_bytes)
@@ -115,7 +141,14 @@ pub(crate) async fn serve(
             status = StatusCode::NO_CONTENT;
         }
     }
-    let (body, next_offset) = render(info, &chunk, format, columns.as_deref())?;
+    let (body, next_offset) = render(
+        info,
+        chunk,
+        format,
+        columns.as_deref(),
+        (from, q.until),
+        http.max_render_bytes,
+    )?;
     let offsets = log.offsets();
     let mut response = (status, body).into_response();
     let h = response.headers_mut();
@@ -161,35 +194,45 @@ pub(crate) fn read_schema(
     })?))
 }
 
-/// The body of a chunk in `format`, and the offset after what it holds.
+/// The body of a chunk in `format` and the offset after what it holds. NDJSON and Arrow bodies
+/// hold the rows within `[from, until)`, at most `bound` rendered bytes plus one piece of rows,
+/// and stream (see [`format::render_bounded`]); mink batches are sent as stored.
 fn render(
     info: &TableInfo,
-    chunk: &ReadChunk,
+    chunk: ReadChunk,
     format: Format,
     columns: Option<&[String]>,
-) -> ApiResult<(Vec<u8>, u64)> {
-    let mut next_offset = chunk.next_offset;
-    let body = match format {
+    (from, until): (u64, Option<u64>),
+    bound: usize,
+) -> ApiResult<(Body, u64)> {
+    // Rows at and after `until` are not sent, but a read never goes back before `from`.
+    let clip = |next: u64| until.map_or(next, |u| next.min(u.max(from)));
+    let (body_format, schema, batches, next_offset) = match format {
         Format::Mink | Format::Sse => {
             let mut out = Vec::with_capacity(chunk.batches.iter().map(|b| b.len()).sum());
             for b in &chunk.batches {
                 out.extend_from_slice(b);
             }
-            out
+            return Ok((Body::from(out), chunk.next_offset));
         }
         Format::Ndjson => {
-            let mut out = Vec::new();
+            let mut rows = Vec::with_capacity(chunk.batches.len());
+            let mut first = None;
             for b in &chunk.batches {
                 let schema = read_schema(info, format::schema_id_of(b)?, columns)?;
-                if let Some(rows) = format::decode_batch(b, &schema)? {
-                    format::rows_to_ndjson(&rows, &mut out)?;
-                }
+                first.get_or_insert_with(|| schema.clone());
+                rows.extend(stored_rows(b, &schema)?);
             }
-            out
+            let schema = match first {
+                Some(schema) => schema,
+                None => latest_schema(info, columns)?,
+            };
+            (format::BodyFormat::Ndjson, schema, rows, chunk.next_offset)
         }
         Format::Arrow => {
             // One schema per response: stop before the first batch of another schema version.
-            let mut rows = Vec::new();
+            let mut rows = Vec::with_capacity(chunk.batches.len());
+            let mut next_offset = chunk.next_offset;
             let mut first: Option<(i16, SchemaRef)> = None;
             for b in &chunk.batches {
                 let id = format::schema_id_of(b)?;
@@ -205,19 +248,57 @@ fn render(
                         schema
                     }
                 };
-                if let Some(r) = format::decode_batch(b, &schema)? {
-                    rows.push(r);
-                }
+                rows.extend(stored_rows(b, &schema)?);
             }
             let schema = match first {
                 Some((_, schema)) => schema,
-                None => {
-                    let latest = info.schemas.latest().map_or(0, |(id, _)| id);
-                    read_schema(info, latest, columns)?
-                }
+                None => latest_schema(info, columns)?,
             };
-            format::rows_to_arrow(&schema, &rows)?
+            (format::BodyFormat::Arrow, schema, rows, next_offset)
         }
     };
-    Ok((body, next_offset))
+    drop(chunk);
+    let rendered = format::render_bounded(body_format, &schema, batches, from, until, bound)?;
+    let next_offset = rendered.stopped_at.unwrap_or_else(|| clip(next_offset));
+    Ok((streamed(rendered), next_offset))
+}
+
+/// The rows of one stored batch, when it has any.
+pub(crate) fn stored_rows(batch: &Bytes, schema: &SchemaRef) -> ApiResult<Option<StoredRows>> {
+    let Some(rows) = format::decode_batch(batch, schema)? else {
+        return Ok(None);
+    };
+    Ok(Some(StoredRows {
+        rows,
+        base_offset: format::base_offset_of(batch)?,
+        stored_len: batch.len(),
+    }))
+}
+
+/// The table's newest schema, projected: the schema of an empty Arrow response.
+fn latest_schema(info: &TableInfo, columns: Option<&[String]>) -> ApiResult<SchemaRef> {
+    let latest = info.schemas.latest().map_or(0, |(id, _)| id);
+    read_schema(info, latest, columns)
+}
+
+/// The body of a rendered response: whole when the sizing pass kept all of it, else its head
+/// then the rest rendered as it streams. A failure while streaming ends the body with an error
+/// (the connection is cut, the chunked body never terminates), so a client cannot take a cut
+/// body for a complete one.
+fn streamed(rendered: format::Rendered) -> Body {
+    let format::Rendered { head, tail, .. } = rendered;
+    match tail {
+        None if head.len() == 1 => Body::from(head.into_iter().next().unwrap_or_default()),
+        None => Body::from(head.concat()),
+        Some(tail) => {
+            let tail = tail.inspect(|piece| {
+                if let Err(e) = piece {
+                    tracing::warn!(error = %e, "a read response failed while streaming");
+                }
+            });
+            Body::from_stream(futures::stream::iter(
+                head.into_iter().map(Ok::<_, ApiError>).chain(tail),
+            ))
+        }
+    }
 }

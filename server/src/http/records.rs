@@ -3,20 +3,22 @@
 //! A read is a range read with an optional long-poll (`read.rs`) or, with `live=sse` or
 //! `Accept: text/event-stream`, a held-open stream of server-sent events (`sse.rs`).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody, JsonRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use mink_codec::BatchMeta;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::extract::{BucketQuery, bucket_log, json_body, query};
 use super::headers::{SCHEMA_ID, SEQUENCE, WRITER_ID, header_number};
+use super::parked::ParkedReads;
 use super::read::{self, ReadQuery};
 use super::sse;
 use crate::catalog::TableInfo;
@@ -96,8 +98,8 @@ fn rows_to_batch(
         }
     };
     let rows = match format {
-        Format::Arrow => format::arrow_to_rows(&schema, body)?,
-        _ => format::ndjson_to_rows(&schema, body)?,
+        Format::Arrow => format::arrow_to_rows(&schema, body, format::MAX_ROWS_PER_REQUEST)?,
+        _ => format::ndjson_to_rows(&schema, body, format::MAX_ROWS_PER_REQUEST)?,
     };
     format::encode_rows(&rows, meta)
 }
@@ -107,7 +109,13 @@ pub(crate) async fn read(
     Path((table, bucket)): Path<(String, String)>,
     q: Result<Query<ReadQuery>, QueryRejection>,
     headers: HeaderMap,
+    Extension(parked): Extension<Arc<ParkedReads>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> ApiResult<Response> {
+    let parked = read::Parking {
+        reads: parked,
+        client: peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
+    };
     let q = query(q)?;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let format = match q.live.as_deref().map(str::trim) {
@@ -121,9 +129,9 @@ pub(crate) async fn read(
     };
     let (info, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
     if format == Format::Sse {
-        return sse::serve(core, info, log, q, &headers);
+        return sse::serve(core, info, log, q, &headers, &parked);
     }
-    read::serve(&core, &info, log.as_ref(), &q, format).await
+    read::serve(&core, &info, log.as_ref(), &q, format, &parked).await
 }
 
 /// Query of an offsets request.

@@ -1,7 +1,12 @@
 //! Server-sent events: a held-open read of one bucket.
 //!
 //! Each batch becomes one event: `data` is a JSON array of its rows (projected to `columns`), `id`
-//! is the offset after the batch. At the tail the stream parks on the log's high-watermark waiter,
+//! is the offset after the batch. A batch whose rows render past `http.max_render_bytes` is
+//! split into several events, each of at most the bound plus one piece of rows, each `id` the
+//! offset after its last row; a stream may start inside a batch (a `Last-Event-ID` of a split
+//! batch), and sends the rows from there. Events are rendered one at a time as the client takes
+//! them. An open stream holds a place of the parked-read limits (`parked.rs`) until it ends;
+//! past them it is refused with 429. At the tail the stream parks on the log's high-watermark waiter,
 //! so an event leaves the moment its append is durable. Heartbeat comments (`: heartbeat`) keep
 //! idle proxies from closing the connection, and the response ends after the recycle time (55 s by
 //! default). A client reconnecting with `Last-Event-ID` (or `offset`) continues exactly after the
@@ -17,27 +22,38 @@ use std::time::Instant;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 
 use super::headers::position_headers;
-use super::read::{ReadQuery, read_schema, start_offset};
+use super::parked::ParkedRead;
+use super::read::{Parking, ReadQuery, read_schema, start_offset, stored_rows};
 use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
-use crate::format;
+use crate::format::{self, StoredRows};
 
 /// One SSE response's position and what it has yet to send.
 struct Feed {
     core: Arc<NodeCore>,
     info: Arc<TableInfo>,
     log: Arc<dyn BucketLog>,
+    /// The offset after the last event sent.
     next: u64,
     until: Option<u64>,
     columns: Option<Vec<String>>,
     max_bytes: usize,
+    max_render_bytes: usize,
     deadline: Instant,
-    pending: VecDeque<Event>,
+    /// Stored batches read and not yet sent.
+    queue: VecDeque<Bytes>,
+    /// Where the read that filled `queue` ends.
+    queue_end: u64,
+    /// The batch being sent: its rows, and the row range left to send.
+    current: Option<(StoredRows, usize, usize)>,
     done: bool,
+    /// This stream's place among the parked reads, given back when the stream is dropped.
+    _place: ParkedRead,
 }
 
 /// The SSE response of a read.
@@ -47,6 +63,7 @@ pub(crate) fn serve(
     log: Arc<dyn BucketLog>,
     q: ReadQuery,
     headers: &HeaderMap,
+    parking: &Parking,
 ) -> ApiResult<Response> {
     let offsets = log.offsets();
     let from = match headers.get("last-event-id") {
@@ -73,10 +90,12 @@ pub(crate) fn serve(
     if let (Some(c), Some((id, _))) = (&columns, info.schemas.latest()) {
         read_schema(&info, id, Some(c))?;
     }
+    let place = parking.admit()?;
     let http = &core.settings().http;
     let heartbeat = http.sse_heartbeat_interval();
     let feed = Feed {
         max_bytes: q.max_bytes(http),
+        max_render_bytes: http.max_render_bytes,
         deadline: Instant::now() + http.sse_recycle,
         core,
         info,
@@ -84,8 +103,11 @@ pub(crate) fn serve(
         next: from,
         until: q.until,
         columns,
-        pending: VecDeque::new(),
+        queue: VecDeque::new(),
+        queue_end: from,
+        current: None,
         done: false,
+        _place: place,
     };
     let stream = futures::stream::unfold(feed, |mut feed| async move {
         let event = feed.next_event().await?;
@@ -105,8 +127,10 @@ pub(crate) fn serve(
 impl Feed {
     async fn next_event(&mut self) -> Option<Event> {
         loop {
-            if let Some(event) = self.pending.pop_front() {
-                return Some(event);
+            match self.next_queued() {
+                Ok(Some(event)) => return Some(event),
+                Ok(None) => {}
+                Err(error) => return Some(self.fail(&error)),
             }
             if self.done
                 || Instant::now() >= self.deadline
@@ -118,19 +142,60 @@ impl Feed {
             match self.read().await {
                 Ok(true) => {}
                 Ok(false) => self.park().await,
-                Err(error) => {
-                    self.pending.push_back(
-                        Event::default()
-                            .event("error")
-                            .data(error.body().to_string()),
-                    );
-                    self.done = true;
+                Err(error) => return Some(self.fail(&error)),
+            }
+        }
+    }
+
+    /// The `error` event that ends the stream.
+    fn fail(&mut self, error: &ApiError) -> Event {
+        self.done = true;
+        self.queue.clear();
+        self.current = None;
+        Event::default()
+            .event("error")
+            .data(error.body().to_string())
+    }
+
+    /// The next event of the batches read, rendered now; `None` once they are all sent.
+    fn next_queued(&mut self) -> ApiResult<Option<Event>> {
+        loop {
+            if let Some((rows, start, end)) = &mut self.current {
+                if *start < *end {
+                    let event =
+                        format::json_array_event(rows, *start, *end, self.max_render_bytes)?;
+                    *start = event.end;
+                    self.next = rows.base_offset + event.end as u64;
+                    return Ok(Some(
+                        Event::default().id(self.next.to_string()).data(event.data),
+                    ));
+                }
+                self.current = None;
+            }
+            let Some(batch) = self.queue.pop_front() else {
+                // Whatever the batches held, the next read starts after them.
+                self.next = self.next.max(self.queue_end);
+                return Ok(None);
+            };
+            let schema = read_schema(
+                &self.info,
+                format::schema_id_of(&batch)?,
+                self.columns.as_deref(),
+            )?;
+            match stored_rows(&batch, &schema)? {
+                Some(rows) => {
+                    let (start, end) = rows.window(self.next, self.until);
+                    self.current = Some((rows, start, end));
+                }
+                None => {
+                    self.next = self.next.max(format::next_offset_of(&batch)?);
+                    return Ok(Some(Event::default().id(self.next.to_string()).data("[]")));
                 }
             }
         }
     }
 
-    /// Reads at `next`, queueing one event per batch; false when at the tail.
+    /// Reads at `next`, queueing the batches; false when at the tail.
     async fn read(&mut self) -> ApiResult<bool> {
         let chunk = self
             .core
@@ -145,21 +210,8 @@ impl Feed {
         if chunk.batches.is_empty() {
             return Ok(false);
         }
-        for batch in &chunk.batches {
-            let schema = read_schema(
-                &self.info,
-                format::schema_id_of(batch)?,
-                self.columns.as_deref(),
-            )?;
-            let data = match format::decode_batch(batch, &schema)? {
-                Some(rows) => format::rows_to_json_array(&rows)?,
-                None => "[]".to_owned(),
-            };
-            let next = format::next_offset_of(batch)?;
-            self.pending
-                .push_back(Event::default().id(next.to_string()).data(data));
-        }
-        self.next = chunk.next_offset;
+        self.queue.extend(chunk.batches);
+        self.queue_end = chunk.next_offset;
         Ok(true)
     }
 

@@ -40,6 +40,15 @@ pub struct HttpSettings {
     /// Longest wait for in-flight requests at shutdown (`shutdown_grace_ms`). Default 30 s.
     #[serde(rename = "shutdown_grace_ms", with = "mink_runtime::duration_ms")]
     pub shutdown_grace: Duration,
+    /// Bytes one NDJSON or Arrow read response (or one SSE event) renders at most, plus one piece
+    /// of rows: past it the response stops and `Mink-Next-Offset` says where to go on. Default
+    /// 16 MiB.
+    pub max_render_bytes: usize,
+    /// Long-polls parked and SSE streams open at once on the node (429 above). Default 10 000.
+    pub max_parked_reads: usize,
+    /// Long-polls parked and SSE streams open at once for one client IP address (429 above).
+    /// Default 1000.
+    pub max_parked_reads_per_client: usize,
 }
 
 impl Default for HttpSettings {
@@ -56,6 +65,9 @@ impl Default for HttpSettings {
             rate_limit_burst: 1000,
             retry_after_secs: 1,
             shutdown_grace: Duration::from_secs(30),
+            max_render_bytes: 16 << 20,
+            max_parked_reads: 10_000,
+            max_parked_reads_per_client: 1000,
         }
     }
 }
@@ -100,11 +112,45 @@ impl HttpSettings {
         if self.retry_after_secs == 0 {
             return Err("http.retry_after_secs must be at least 1".to_owned());
         }
+        self.validate_reads()
+    }
+
+    /// The read bounds: the render bound and the parked-read limits.
+    fn validate_reads(&self) -> Result<(), String> {
+        let positive = [
+            ("http.max_render_bytes", self.max_render_bytes),
+            ("http.max_parked_reads", self.max_parked_reads),
+            (
+                "http.max_parked_reads_per_client",
+                self.max_parked_reads_per_client,
+            ),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be at least 1"));
+        }
         Ok(())
     }
 
     /// The SSE heartbeat interval (at least 1 ms: a zero interval would spin).
     pub fn sse_heartbeat_interval(&self) -> Duration {
         self.sse_heartbeat.max(Duration::from_millis(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_bounds_of_zero_are_refused_naming_the_setting() {
+        assert_eq!(HttpSettings::default().validate(), Ok(()));
+        for name in [
+            "max_render_bytes",
+            "max_parked_reads",
+            "max_parked_reads_per_client",
+        ] {
+            let s: HttpSettings = toml::from_str(&format!("{name} = 0")).unwrap();
+            assert_eq!(s.validate(), Err(format!("http.{name} must be at least 1")));
+        }
     }
 }

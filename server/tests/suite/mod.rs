@@ -5,7 +5,8 @@
 //! Included by `server/tests/http_embedded.rs` and `tests/tests/http_s3_etcd.rs`. The files:
 //! `harness` (the node and the HTTP calls the tests repeat), `data` (the rows written and read),
 //! then one file per concept under test: `tables`, `append`, `writers`, `read`, `sse`, `errors`
-//! (table-driven), `node` (restart, health, metrics, shutdown).
+//! (table-driven), `node` (restart, health, metrics, shutdown), `bounds` (the render bound, append
+//! decoding bounds, parked-read limits).
 
 #![allow(
     dead_code,
@@ -15,6 +16,7 @@
 )]
 
 mod append;
+mod bounds;
 mod data;
 mod errors;
 mod harness;
@@ -25,6 +27,7 @@ mod tables;
 mod writers;
 
 pub use append::append_and_read_each_format;
+pub use bounds::{append_decoding_bounds, parked_read_limits, read_render_bound};
 pub use errors::{error_cases, rate_limit};
 pub use harness::{Backend, embedded};
 pub use node::{health_metrics_and_shutdown, restart_reads_everything_back};
@@ -40,7 +43,7 @@ macro_rules! http_suite {
             tables_lifecycle, append_and_read_each_format, projection, tail_reads_and_long_poll,
             sse_with_client_library, sse_with_curl, idempotent_retries, error_cases,
             offsets_and_timestamps, restart_reads_everything_back, health_metrics_and_shutdown,
-            rate_limit);
+            rate_limit, read_render_bound, append_decoding_bounds, parked_read_limits);
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
         $(
