@@ -3,8 +3,14 @@
 //!
 //! Schema ids start at 1 and grow by one per added version. A table's [`TableSchemas`] is shared
 //! with its open logs, so a version added while they run is visible to them at once.
+//!
+//! The catalog enforces the table-shape limits of `[limits]` (400 `limit_exceeded` naming the
+//! setting): tables of the cluster, buckets and partitions of a table, schema versions of a
+//! table; and checks each schema against the schema limits before anything is written. The
+//! table count is read before a create, so creates racing on several nodes may pass it together
+//! by at most their number.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
@@ -13,6 +19,7 @@ use parking_lot::RwLock;
 
 use crate::error::{ApiError, ApiResult};
 use crate::format::schema::JsonSchema;
+use crate::settings::LimitsSettings;
 
 /// The first schema id of a table.
 pub const FIRST_SCHEMA_ID: u16 = 1;
@@ -84,6 +91,7 @@ fn schema_id(id: u16) -> ApiResult<i16> {
 /// The tables of the cluster, cached.
 pub struct Catalog {
     metadata: Arc<Metadata>,
+    limits: LimitsSettings,
     cache: RwLock<HashMap<String, Arc<TableInfo>>>,
 }
 
@@ -94,10 +102,11 @@ impl std::fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    /// A cache over `metadata`.
-    pub fn new(metadata: Arc<Metadata>) -> Self {
+    /// A cache over `metadata` that creates tables within `limits`.
+    pub fn new(metadata: Arc<Metadata>, limits: LimitsSettings) -> Self {
         Catalog {
             metadata,
+            limits,
             cache: RwLock::new(HashMap::new()),
         }
     }
@@ -130,23 +139,55 @@ impl Catalog {
         partitions: Vec<String>,
     ) -> ApiResult<Arc<TableInfo>> {
         check_name(name)?;
+        let limits = &self.limits;
         if buckets == 0 {
             return Err(ApiError::bad_request("a table needs at least one bucket"));
+        }
+        if buckets > limits.max_buckets_per_table {
+            return Err(ApiError::LimitExceeded {
+                setting: "limits.max_buckets_per_table",
+                limit: limits.max_buckets_per_table.into(),
+                message: format!("a table of {buckets} buckets is too many"),
+            });
         }
         if partitions.is_empty() {
             return Err(ApiError::bad_request(
                 "a table needs at least one partition",
             ));
         }
-        for (i, p) in partitions.iter().enumerate() {
+        if partitions.len() > limits.max_partitions as usize {
+            return Err(ApiError::LimitExceeded {
+                setting: "limits.max_partitions",
+                limit: limits.max_partitions.into(),
+                message: format!("a table of {} partitions is too many", partitions.len()),
+            });
+        }
+        let mut seen = HashSet::with_capacity(partitions.len());
+        for p in &partitions {
             check_segment("partition", p)?;
-            if partitions[..i].contains(p) {
+            if !seen.insert(p.as_str()) {
                 return Err(ApiError::bad_request(format!(
                     "partition `{p}` is listed twice"
                 )));
             }
         }
-        let arrow = schema.to_arrow()?;
+        let arrow = schema.check(limits)?;
+        let tables = self.metadata.list_tables().await?;
+        if tables.iter().any(|t| t.name == name) {
+            return Err(ApiError::TableExists {
+                table: name.to_owned(),
+            });
+        }
+        if tables.len() >= limits.max_tables as usize {
+            return Err(ApiError::LimitExceeded {
+                setting: "limits.max_tables",
+                limit: limits.max_tables.into(),
+                message: format!(
+                    "the cluster holds {} tables; table `{name}` would be one too many",
+                    tables.len()
+                ),
+            });
+        }
         let record = TableRecord {
             name: name.to_owned(),
             schemas: BTreeMap::from([(FIRST_SCHEMA_ID, JsonSchema::canonical(&arrow))]),
@@ -177,7 +218,7 @@ impl Catalog {
     /// Adds a schema version; returns its id (an identical newest schema returns its id again).
     pub async fn add_schema(&self, name: &str, schema: &JsonSchema) -> ApiResult<u16> {
         let info = self.get(name).await?;
-        let arrow = schema.to_arrow()?;
+        let arrow = schema.check(&self.limits)?;
         let text = JsonSchema::canonical(&arrow);
         let record = info.record();
         if let Some((id, latest)) = record.schemas.iter().next_back()
@@ -185,10 +226,29 @@ impl Catalog {
         {
             return Ok(*id);
         }
+        let max = self.limits.max_schema_versions;
+        if record.schemas.len() >= max as usize {
+            return Err(ApiError::LimitExceeded {
+                setting: "limits.max_schema_versions",
+                limit: max.into(),
+                message: format!(
+                    "table `{name}` has {} schema versions already",
+                    record.schemas.len()
+                ),
+            });
+        }
         let next = record
             .latest_schema_id()
             .map_or(FIRST_SCHEMA_ID, |id| id.saturating_add(1));
-        schema_id(next)?;
+        // Ids are the batch header's i16; the setting's ceiling keeps the count below it, and
+        // this keeps the ids there too.
+        if i16::try_from(next).is_err() {
+            return Err(ApiError::LimitExceeded {
+                setting: "limits.max_schema_versions",
+                limit: i16::MAX.unsigned_abs().into(),
+                message: format!("table `{name}` has used every schema id"),
+            });
+        }
         let updated = self.metadata.add_schema(name, next, &text).await?;
         // Another node may have added versions meanwhile: take them all.
         for (id, text) in &updated.schemas {

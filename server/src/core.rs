@@ -48,7 +48,7 @@ impl NodeCore {
         provider: Arc<dyn LogProvider>,
     ) -> Self {
         NodeCore {
-            catalog: Catalog::new(metadata.clone()),
+            catalog: Catalog::new(metadata.clone(), settings.limits.clone()),
             logs: Logs::new(provider),
             metrics: Arc::new(Metrics::new(Some(engine.clone()))),
             settings,

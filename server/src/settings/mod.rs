@@ -27,10 +27,15 @@
 //! [http]
 //! max_body_bytes = 8388608
 //! ...
+//!
+//! [limits]
+//! max_columns = 1000
+//! ...
 //! ```
 
 mod chaos;
 mod http;
+mod limits;
 mod storage;
 
 use std::net::SocketAddr;
@@ -41,6 +46,7 @@ use serde::{Deserialize, Serialize};
 
 pub use chaos::ChaosSettings;
 pub use http::HttpSettings;
+pub use limits::LimitsSettings;
 pub use storage::{MetadataBackend, MetadataSettings, StorageBackend, StorageSettings};
 
 /// The port `mink serve` listens on by default ("MINK" on a phone keypad).
@@ -62,6 +68,8 @@ pub struct Settings {
     pub metadata: MetadataSettings,
     /// HTTP limits and timings.
     pub http: HttpSettings,
+    /// What a request can make the node store: schema shape, tables, buckets, partitions.
+    pub limits: LimitsSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
     /// Fault injection into the object store, for crash-safety runs (`cargo xtask chaos`) only.
@@ -80,6 +88,7 @@ impl Default for Settings {
             storage: StorageSettings::default(),
             metadata: MetadataSettings::default(),
             http: HttpSettings::default(),
+            limits: LimitsSettings::default(),
             engine: EngineSettings::default(),
             chaos: None,
         }
@@ -121,6 +130,7 @@ impl Settings {
             ));
         }
         self.http.validate()?;
+        self.limits.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
@@ -179,12 +189,17 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_naming_the_setting() {
         assert_eq!(Settings::default().validate(), Ok(()));
-        let cases: [(&str, &str); 5] = [
+        let cases: [(&str, &str); 7] = [
             ("node_id = \"\"", "node_id"),
             ("[http]\nmax_body_bytes = 0", "http.max_body_bytes"),
             ("[http]\ndefault_read_bytes = 0", "http.default_read_bytes"),
             ("[http]\nsse_recycle_ms = 0", "http.sse_recycle_ms"),
             ("[chaos]\nput_failure_rate = 1.5", "chaos.put_failure_rate"),
+            ("[limits]\nmax_columns = 0", "limits.max_columns"),
+            (
+                "[limits]\nmax_schema_versions = 40000",
+                "limits.max_schema_versions",
+            ),
         ];
         for (toml, setting) in cases {
             let error = Settings::from_toml(toml).unwrap().validate().unwrap_err();

@@ -4,9 +4,9 @@
 //!
 //! Included by `server/tests/http_embedded.rs` and `tests/tests/http_s3_etcd.rs`. The files:
 //! `harness` (the node and the HTTP calls the tests repeat), `data` (the rows written and read),
-//! then one file per concept under test: `tables`, `append`, `writers`, `read`, `sse`, `errors`
-//! (table-driven), `node` (restart, health, metrics, shutdown), `bounds` (the render bound, append
-//! decoding bounds, parked-read limits).
+//! then one file per concept under test: `tables`, `schemas` (types and `[limits]`), `append`,
+//! `writers`, `read`, `sse`, `errors` (table-driven), `node` (restart, health, metrics, shutdown),
+//! `bounds` (the render bound, append decoding bounds, parked-read limits).
 
 #![allow(
     dead_code,
@@ -22,6 +22,7 @@ mod errors;
 mod harness;
 mod node;
 mod read;
+mod schemas;
 mod sse;
 mod tables;
 mod writers;
@@ -32,6 +33,9 @@ pub use errors::{error_cases, rate_limit};
 pub use harness::{Backend, embedded};
 pub use node::{health_metrics_and_shutdown, restart_reads_everything_back};
 pub use read::{offsets_and_timestamps, projection, tail_reads_and_long_poll};
+pub use schemas::{
+    every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits,
+};
 pub use sse::{sse_with_client_library, sse_with_curl};
 pub use tables::tables_lifecycle;
 pub use writers::idempotent_retries;
@@ -43,7 +47,8 @@ macro_rules! http_suite {
             tables_lifecycle, append_and_read_each_format, projection, tail_reads_and_long_poll,
             sse_with_client_library, sse_with_curl, idempotent_retries, error_cases,
             offsets_and_timestamps, restart_reads_everything_back, health_metrics_and_shutdown,
-            rate_limit, read_render_bound, append_decoding_bounds, parked_read_limits);
+            rate_limit, read_render_bound, append_decoding_bounds, parked_read_limits,
+            every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits);
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
         $(
