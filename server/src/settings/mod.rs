@@ -29,6 +29,7 @@
 //! ...
 //! ```
 
+mod auth;
 mod chaos;
 mod http;
 mod storage;
@@ -39,6 +40,8 @@ use std::path::PathBuf;
 use mink_s3stream::engine::EngineSettings;
 use serde::{Deserialize, Serialize};
 
+pub use auth::{AuthSettings, Scope, Secret, TokenSettings};
+pub(crate) use auth::{check_tables, check_token};
 pub use chaos::ChaosSettings;
 pub use http::HttpSettings;
 pub use storage::{MetadataBackend, MetadataSettings, StorageBackend, StorageSettings};
@@ -62,6 +65,8 @@ pub struct Settings {
     pub metadata: MetadataSettings,
     /// HTTP limits and timings.
     pub http: HttpSettings,
+    /// Bearer tokens and their scopes; none: no access control.
+    pub auth: AuthSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
     /// Fault injection into the object store, for crash-safety runs (`cargo xtask chaos`) only.
@@ -80,6 +85,7 @@ impl Default for Settings {
             storage: StorageSettings::default(),
             metadata: MetadataSettings::default(),
             http: HttpSettings::default(),
+            auth: AuthSettings::default(),
             engine: EngineSettings::default(),
             chaos: None,
         }
@@ -121,6 +127,7 @@ impl Settings {
             ));
         }
         self.http.validate()?;
+        self.auth.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
@@ -179,12 +186,13 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_naming_the_setting() {
         assert_eq!(Settings::default().validate(), Ok(()));
-        let cases: [(&str, &str); 5] = [
+        let cases: [(&str, &str); 6] = [
             ("node_id = \"\"", "node_id"),
             ("[http]\nmax_body_bytes = 0", "http.max_body_bytes"),
             ("[http]\ndefault_read_bytes = 0", "http.default_read_bytes"),
             ("[http]\nsse_recycle_ms = 0", "http.sse_recycle_ms"),
             ("[chaos]\nput_failure_rate = 1.5", "chaos.put_failure_rate"),
+            ("[auth]\ntoken = \"short\"", "auth.token"),
         ];
         for (toml, setting) in cases {
             let error = Settings::from_toml(toml).unwrap().validate().unwrap_err();

@@ -5,7 +5,8 @@
 //! Included by `server/tests/http_embedded.rs` and `tests/tests/http_s3_etcd.rs`. The files:
 //! `harness` (the node and the HTTP calls the tests repeat), `data` (the rows written and read),
 //! then one file per concept under test: `tables`, `append`, `writers`, `read`, `sse`, `errors`
-//! (table-driven), `node` (restart, health, metrics, shutdown).
+//! (table-driven), `node` (restart, health, metrics, shutdown), `access` (tokens and scopes, the
+//! writer-id rule, explicit Content-Type).
 
 #![allow(
     dead_code,
@@ -14,6 +15,7 @@
     reason = "shared by two test crates, each using a different part"
 )]
 
+mod access;
 mod append;
 mod data;
 mod errors;
@@ -24,6 +26,7 @@ mod sse;
 mod tables;
 mod writers;
 
+pub use access::{access_control, open_without_tokens, writer_ids_and_content_types};
 pub use append::append_and_read_each_format;
 pub use errors::{error_cases, rate_limit};
 pub use harness::{Backend, embedded};
@@ -40,7 +43,7 @@ macro_rules! http_suite {
             tables_lifecycle, append_and_read_each_format, projection, tail_reads_and_long_poll,
             sse_with_client_library, sse_with_curl, idempotent_retries, error_cases,
             offsets_and_timestamps, restart_reads_everything_back, health_metrics_and_shutdown,
-            rate_limit);
+            rate_limit, access_control, open_without_tokens, writer_ids_and_content_types);
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
         $(
