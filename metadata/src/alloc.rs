@@ -81,6 +81,16 @@ pub async fn reserve_block(kv: &dyn MetaKv, kind: IdKind, count: u64) -> Result<
     })
 }
 
+/// The high mark of `kind`: every id any allocator was ever given (handed out, or reserved in a
+/// block not yet used up) is below it, and it only grows. 0 before the first reservation.
+pub async fn high_mark(kv: &dyn MetaKv, kind: IdKind) -> Result<u64> {
+    let key = kind.key();
+    match kv.get(&key).await? {
+        Some(entry) => Ok(decode::<IdCounter>(&key, &entry.value)?.0),
+        None => Ok(0),
+    }
+}
+
 /// Hands out ids of one kind, fetching them from the KV a block at a time.
 pub struct IdAllocator {
     kv: Arc<dyn MetaKv>,
@@ -123,5 +133,25 @@ impl IdAllocator {
     /// `count` contiguous fresh ids, taken directly from the store (not from the local block).
     pub async fn reserve(&self, count: u64) -> Result<Range<u64>> {
         reserve_block(self.kv.as_ref(), self.kind, count).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::MemoryKv;
+
+    #[tokio::test]
+    async fn high_mark_covers_every_id_handed_out_or_reserved() {
+        let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+        assert_eq!(high_mark(kv.as_ref(), IdKind::Writer).await.unwrap(), 0);
+        let ids = IdAllocator::new(Arc::clone(&kv), IdKind::Writer, 7);
+        assert_eq!(ids.next().await.unwrap(), 0);
+        // The whole block is reserved: ids 1..7 are not handed out yet but are below the mark.
+        assert_eq!(high_mark(kv.as_ref(), IdKind::Writer).await.unwrap(), 7);
+        let other = IdAllocator::new(Arc::clone(&kv), IdKind::Writer, 3);
+        assert_eq!(other.next().await.unwrap(), 7);
+        assert_eq!(high_mark(kv.as_ref(), IdKind::Writer).await.unwrap(), 10);
+        assert_eq!(high_mark(kv.as_ref(), IdKind::Stream).await.unwrap(), 0);
     }
 }

@@ -64,6 +64,7 @@ fn row(i: usize) -> String {
 async fn append(http: &reqwest::Client, records: &str, i: usize) -> Instant {
     let r = http
         .post(records)
+        .header("content-type", "application/x-ndjson")
         .body(row(i))
         .send()
         .await

@@ -1,18 +1,24 @@
 //! The node core: what every front end (HTTP today; Kafka and Flight later) works through.
 //!
-//! It holds the settings, the catalog of tables, the registry of open bucket logs, the metrics,
-//! the engine and the shutdown signal, and offers the operations a protocol translates onto:
-//! resolving a bucket to its log (the seam where ownership and routing go), appending and reading
-//! with the metrics counted once, dropping a table, allocating writer ids. Front ends hold an
-//! `Arc<NodeCore>` and never reach into one another.
+//! It holds the settings, the authenticator, the catalog of tables, the registry of open bucket
+//! logs, the metrics, the engine and the shutdown signal, and offers the operations a protocol
+//! translates onto: resolving a bucket to its log (the seam where ownership and routing go),
+//! appending and reading with the metrics counted once, dropping a table, allocating writer ids.
+//! Front ends hold an `Arc<NodeCore>` and never reach into one another.
+//!
+//! Every append passes the writer-id rule here, whatever front end it came from: a batch naming
+//! a writer id the allocator never handed out is refused ([`ApiError::UnknownWriter`]), so a
+//! client cannot pick a number another writer will be given and share its deduplication window.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use mink_metadata::Metadata;
 use mink_s3stream::engine::Engine;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Authenticator;
 use crate::bucket_log::{AppendOutcome, BucketLog, LogKey, LogProvider, Logs, Owner, ReadChunk};
 use crate::catalog::{Catalog, TableInfo};
 use crate::error::{ApiError, ApiResult};
@@ -22,7 +28,11 @@ use crate::settings::Settings;
 /// The part of a node every front end shares.
 pub struct NodeCore {
     settings: Arc<Settings>,
+    authenticator: Authenticator,
     metadata: Arc<Metadata>,
+    /// Writer ids below this were handed out by the allocator (a cache of its counter in the
+    /// metadata store, which only grows; re-read when a batch names an id at or above it).
+    writer_high_mark: AtomicU64,
     catalog: Catalog,
     logs: Logs,
     metrics: Arc<Metrics>,
@@ -40,9 +50,11 @@ impl std::fmt::Debug for NodeCore {
 }
 
 impl NodeCore {
-    /// A core over an open engine and metadata log, opening bucket logs through `provider`.
+    /// A core over an open engine and metadata log, opening bucket logs through `provider` and
+    /// checking tokens with `authenticator`.
     pub fn new(
         settings: Arc<Settings>,
+        authenticator: Authenticator,
         metadata: Arc<Metadata>,
         engine: Engine,
         provider: Arc<dyn LogProvider>,
@@ -52,6 +64,8 @@ impl NodeCore {
             logs: Logs::new(provider),
             metrics: Arc::new(Metrics::new(Some(engine.clone()))),
             settings,
+            authenticator,
+            writer_high_mark: AtomicU64::new(0),
             metadata,
             engine,
             shutdown: CancellationToken::new(),
@@ -61,6 +75,11 @@ impl NodeCore {
     /// The node's settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The tokens every front end checks.
+    pub fn authenticator(&self) -> &Authenticator {
+        &self.authenticator
     }
 
     /// The catalog of tables.
@@ -134,7 +153,11 @@ impl NodeCore {
     }
 
     /// Appends batches to `log`, counting the append in the metrics.
+    ///
+    /// Refuses the request ([`ApiError::UnknownWriter`], nothing appended) when a batch names a
+    /// writer id the allocator never handed out.
     pub async fn append(&self, log: &dyn BucketLog, batches: Bytes) -> ApiResult<AppendOutcome> {
+        self.check_writer_ids(&batches).await?;
         let len = batches.len() as u64;
         let outcome = log.append(batches).await?;
         self.metrics.appends.inc();
@@ -182,6 +205,46 @@ impl NodeCore {
 
     /// A new idempotent writer id from the cluster-wide allocator.
     pub async fn allocate_writer_id(&self) -> ApiResult<u64> {
-        Ok(self.metadata.allocate_writer_id().await?)
+        let id = self.metadata.allocate_writer_id().await?;
+        self.writer_high_mark
+            .fetch_max(id.saturating_add(1), Ordering::AcqRel);
+        Ok(id)
+    }
+
+    /// Refuses batches naming a writer id at or above the allocator's high mark.
+    ///
+    /// Only the headers are read. Ids below the cached mark pass at once; a higher one re-reads
+    /// the counter from the metadata store once (another node may have handed it out since)
+    /// before it is refused. A batch whose framing or header is broken is left to the tablet,
+    /// which refuses it as `invalid_batch` with the reason.
+    async fn check_writer_ids(&self, batches: &Bytes) -> ApiResult<()> {
+        let mut highest = None;
+        for view in mink_codec::batches(batches.as_ref()) {
+            let Ok(view) = view else { break };
+            let Ok(writer) = u64::try_from(view.writer_id()) else {
+                continue;
+            };
+            if highest.as_ref().is_none_or(|(h, _)| writer > *h) {
+                highest = Some((writer, view));
+            }
+        }
+        let Some((writer, view)) = highest else {
+            return Ok(());
+        };
+        if writer < self.writer_high_mark.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if view.check_header().is_err() {
+            return Ok(());
+        }
+        let high_mark = self.metadata.writer_id_high_mark().await?;
+        self.writer_high_mark.fetch_max(high_mark, Ordering::AcqRel);
+        if writer < high_mark {
+            return Ok(());
+        }
+        Err(ApiError::UnknownWriter {
+            writer_id: view.writer_id(),
+            high_mark,
+        })
     }
 }

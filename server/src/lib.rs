@@ -8,6 +8,7 @@
 //! - [`settings`]: every setting, a serde struct with defaults (TOML file, flags, environment).
 //! - [`node`]: [`Node::builder`] assembles a node from components; [`NodeBuilder::from_settings`]
 //!   builds them from settings (the binary's path).
+//! - [`auth`]: access control every front end shares: bearer tokens and their scopes.
 //! - [`core`]: the node core every front end works through ([`NodeCore`]): settings, catalog,
 //!   the registry of open bucket logs and the ownership seam, metrics, the writer-id allocator.
 //! - `http`: the HTTP front end, the routes (documented in the module and in the README).
@@ -19,6 +20,7 @@
 //! - [`metrics`]: `/metrics` in the Prometheus text format.
 //! - [`error`]: the error kinds; the HTTP front end gives them their status codes.
 
+pub mod auth;
 pub mod bucket_log;
 pub mod catalog;
 pub mod core;

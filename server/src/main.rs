@@ -68,6 +68,8 @@ struct SettingsFlags {
     metadata: MetadataFlags,
     #[command(flatten)]
     http: HttpFlags,
+    #[command(flatten)]
+    auth: AuthFlags,
 }
 
 /// `[storage]`.
@@ -228,6 +230,33 @@ struct HttpReadFlags {
     /// [default: 1000].
     #[arg(long, env = "MINK_MAX_PARKED_READS_PER_CLIENT")]
     max_parked_reads_per_client: Option<usize>,
+}
+
+/// `[auth]`. The one read-write token comes from `MINK_AUTH_TOKEN` only, never a flag, because
+/// a flag's value shows in every process listing.
+#[derive(Args, Serialize)]
+#[command(next_help_heading = "Access control")]
+struct AuthFlags {
+    #[arg(skip = std::env::var("MINK_AUTH_TOKEN").ok().filter(|t| !t.is_empty()))]
+    token: Option<String>,
+    /// File of bearer tokens, one per line: `TOKEN [read|write] [table,...]`, `#` comments.
+    /// Once a token is configured (this file, MINK_AUTH_TOKEN for one read-write token on every
+    /// table, or [[auth.tokens]]), every route but /healthz needs one [default: none, open].
+    #[arg(
+        long = "auth-token-file",
+        value_name = "FILE",
+        env = "MINK_AUTH_TOKEN_FILE"
+    )]
+    token_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for AuthFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthFlags")
+            .field("token", &self.token.as_ref().map(|_| ".."))
+            .field("token_file", &self.token_file)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -392,6 +421,8 @@ mod tests {
             "65536",
             "--max-parked-reads-per-client",
             "3",
+            "--auth-token-file",
+            "/etc/mink/tokens",
         ])
         .settings()
         .unwrap();
@@ -402,6 +433,7 @@ mod tests {
         expected.http.rate_limit_per_sec = 7;
         expected.http.max_render_bytes = 65536;
         expected.http.max_parked_reads_per_client = 3;
+        expected.auth.token_file = Some(PathBuf::from("/etc/mink/tokens"));
         expected.metadata.etcd_endpoints =
             vec!["http://a:2379".to_owned(), "http://b:2379".to_owned()];
         assert_eq!(settings, expected);

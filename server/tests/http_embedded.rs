@@ -52,6 +52,7 @@ async fn storage_failure_is_503_with_retry_after() {
     store.set_failure_rate(StorageOp::Put, 1.0, FaultKind::Unavailable);
     let r = http
         .post(format!("{}/v1/tables/f/buckets/0/records", node.url()))
+        .header("content-type", "application/x-ndjson")
         .body("{\"id\":1}\n")
         .send()
         .await
@@ -111,6 +112,7 @@ fn binary_serves_embedded_default_and_exits_0_on_sigterm() {
         assert_eq!(r.status(), StatusCode::CREATED);
         let r = http
             .post(format!("{url}/v1/tables/b/buckets/0/records"))
+            .header("content-type", "application/x-ndjson")
             .body("{\"id\":7}\n")
             .send()
             .await
@@ -223,7 +225,13 @@ async fn shutdown_finishes_appends_in_flight() {
     let append = {
         let http = http.clone();
         let url = format!("{url}/v1/tables/d/buckets/0/records");
-        tokio::spawn(async move { http.post(url).body("{\"id\":42}\n").send().await })
+        tokio::spawn(async move {
+            http.post(url)
+                .header("content-type", "application/x-ndjson")
+                .body("{\"id\":42}\n")
+                .send()
+                .await
+        })
     };
     // The append is in the engine (not yet durable) once bytes are pending.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -294,6 +302,7 @@ async fn the_node_runs_on_its_injected_clock() {
     create_id_table(&http, &node.url(), "c").await;
     let append = |id: i64| {
         http.post(format!("{}/v1/tables/c/buckets/0/records", node.url()))
+            .header("content-type", "application/x-ndjson")
             .body(format!("{{\"id\":{id}}}\n"))
             .send()
     };
@@ -319,4 +328,134 @@ async fn the_node_runs_on_its_injected_clock() {
     let at: Value = offsets(NOW + 5_000).await.unwrap().json().await.unwrap();
     assert_eq!(at["offset"], 1, "{at}");
     node.shutdown().await.unwrap();
+}
+
+/// Starts `mink serve` in `dir` with `args` and `env`; returns the child, the address it logged
+/// and the log lines up to that one.
+fn spawn_mink(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, std::net::SocketAddr, Vec<String>) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mink"));
+    command
+        .args(["serve", "--log-format", "json"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("MINK_CONFIG")
+        .env_remove("MINK_AUTH_TOKEN")
+        .env_remove("MINK_AUTH_TOKEN_FILE")
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut log = Vec::new();
+    let addr: std::net::SocketAddr = loop {
+        let line = lines.next().expect("the node logs that it serves").unwrap();
+        log.push(line.clone());
+        if let Ok(v) = serde_json::from_str::<Value>(&line)
+            && v["fields"]["message"] == "mink node serving"
+        {
+            break v["fields"]["addr"].as_str().unwrap().parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+    (child, addr, log)
+}
+
+/// The binary takes its one read-write token from `MINK_AUTH_TOKEN` (no flag shows it in a
+/// process listing), and warns loudly when it listens beyond loopback without any token.
+#[test]
+fn binary_takes_the_token_from_the_environment_and_warns_when_open() {
+    const TOKEN: &str = "environment-token-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::new();
+
+    let (mut child, _, log) = spawn_mink(dir.path(), &["--listen", "0.0.0.0:0"], &[]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("WARN") && l.contains("OPEN TO ANYONE")),
+        "{log:#?}"
+    );
+
+    let (mut child, addr_with_token, log) = spawn_mink(
+        dir.path(),
+        &["--listen", "0.0.0.0:0"],
+        &[("MINK_AUTH_TOKEN", TOKEN)],
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("OPEN TO ANYONE")),
+        "{log:#?}"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains(TOKEN)),
+        "the token is never logged"
+    );
+    let url = format!("http://127.0.0.1:{}/v1/tables", addr_with_token.port());
+    rt.block_on(async {
+        let r = http.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let r = http.get(&url).bearer_auth(TOKEN).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// A writer id handed out by another node of the cluster is accepted: the cached high mark is
+/// re-read from the metadata store before an id above it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_id_from_another_node_is_accepted() {
+    let store = Arc::new(ObjectStoreBackend::memory());
+    let kv = Arc::new(MemoryKv::new());
+    let start = |node_id: &str| {
+        Node::builder()
+            .settings(Settings {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                node_id: node_id.to_owned(),
+                ..Settings::default()
+            })
+            .object_store(store.clone())
+            .metadata(kv.clone())
+            .start()
+    };
+    let (a, b) = (start("a").await.unwrap(), start("b").await.unwrap());
+    let http = reqwest::Client::new();
+    create_id_table(&http, &a.url(), "x").await;
+    let writer_id = |url: String| {
+        let http = http.clone();
+        async move {
+            let v: Value = http
+                .post(format!("{url}/v1/writers"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v["writer_id"].as_u64().unwrap()
+        }
+    };
+    let mine = writer_id(a.url()).await;
+    let theirs = writer_id(b.url()).await;
+    assert!(theirs > mine, "b reserved its own block above a's");
+    let append = |writer: u64| {
+        http.post(format!("{}/v1/tables/x/buckets/0/records", a.url()))
+            .header("content-type", "application/x-ndjson")
+            .header("mink-writer-id", writer.to_string())
+            .header("mink-sequence", "0")
+            .body("{\"id\":1}\n")
+            .send()
+    };
+    assert_eq!(append(mine).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(append(theirs).await.unwrap().status(), StatusCode::OK);
+    let refused: Value = append(theirs + 1_000).await.unwrap().json().await.unwrap();
+    assert_eq!(refused["error"], "unknown_writer", "{refused}");
+    a.abort();
+    b.abort();
 }

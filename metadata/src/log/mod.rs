@@ -140,6 +140,12 @@ impl Metadata {
         self.writer_ids.next().await
     }
 
+    /// The writer-id allocator's high mark: every writer id ever handed out, by any node, is
+    /// below it (see [`crate::alloc::high_mark`]).
+    pub async fn writer_id_high_mark(&self) -> Result<u64> {
+        crate::alloc::high_mark(self.kv.as_ref(), IdKind::Writer).await
+    }
+
     /// A fresh object id.
     pub async fn allocate_object_id(&self) -> Result<u64> {
         self.object_ids.next().await

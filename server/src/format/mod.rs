@@ -75,26 +75,31 @@ impl Format {
             ARROW | "application/vnd.apache.arrow.file" | "application/arrow" => {
                 Some(Format::Arrow)
             }
-            NDJSON | "application/ndjson" | "application/jsonl" | "application/x-jsonlines"
-            | "application/json"
-            // curl's default for `-d`: nobody posts HTML forms here, so read it as NDJSON.
-            | "application/x-www-form-urlencoded" => Some(Format::Ndjson),
+            NDJSON
+            | "application/ndjson"
+            | "application/jsonl"
+            | "application/x-jsonlines"
+            | "application/json" => Some(Format::Ndjson),
             SSE => Some(Format::Sse),
             _ => None,
         }
     }
 
-    /// The format of an append body from its Content-Type (none given, or curl's default
-    /// `application/x-www-form-urlencoded`: NDJSON).
+    /// The format of an append body from its Content-Type, which must be given and known.
+    ///
+    /// No default: a missing type, or curl's and HTML forms' `application/x-www-form-urlencoded`,
+    /// is refused (415), so a web page cannot append through a browser's simple request (which
+    /// may only send form, multipart or plain-text types without asking first).
     pub fn of_content_type(content_type: Option<&str>) -> ApiResult<Self> {
+        let refused = |content_type: &str| ApiError::UnsupportedMediaType {
+            content_type: content_type.to_owned(),
+            accepted: "application/vnd.mink.batches, application/vnd.apache.arrow.stream, application/x-ndjson",
+        };
         let Some(ct) = content_type else {
-            return Ok(Format::Ndjson);
+            return Err(refused("(none)"));
         };
         match Self::from_media_type(ct) {
-            Some(Format::Sse) | None => Err(ApiError::UnsupportedMediaType {
-                content_type: ct.to_owned(),
-                accepted: "application/vnd.mink.batches, application/vnd.apache.arrow.stream, application/x-ndjson",
-            }),
+            Some(Format::Sse) | None => Err(refused(ct)),
             Some(f) => Ok(f),
         }
     }
@@ -160,11 +165,22 @@ mod tests {
             Format::of_content_type(Some("application/vnd.mink.batches")).unwrap(),
             Format::Mink
         );
+        for refused in [
+            Some("text/html"),
+            None,
+            Some("application/x-www-form-urlencoded"),
+            Some("text/plain"),
+            Some("multipart/form-data; boundary=x"),
+        ] {
+            assert_eq!(
+                Format::of_content_type(refused).unwrap_err().kind(),
+                "unsupported_media_type",
+                "{refused:?}"
+            );
+        }
         assert_eq!(
-            Format::of_content_type(Some("text/html"))
-                .unwrap_err()
-                .kind(),
-            "unsupported_media_type"
+            Format::of_content_type(Some("application/x-ndjson; charset=utf-8")).unwrap(),
+            Format::Ndjson
         );
     }
 

@@ -23,6 +23,7 @@
 //! `rate_limit` (the token bucket in front of `/v1`). The middleware is layered in one place,
 //! [`router`]: the body limit (axum's), the rate limit, the request log (tower-http's trace).
 
+mod auth;
 mod error;
 mod extract;
 mod headers;
@@ -151,6 +152,11 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        // Outermost: nothing runs, not even the rate limit, before the token is checked.
+        .layer(axum::middleware::from_fn_with_state(
+            core.clone(),
+            auth::require,
+        ))
         .with_state(core)
 }
 

@@ -2,16 +2,17 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use mink_metadata::TableRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::extract::json_body;
+use crate::auth::{Action, Principal};
 use crate::core::NodeCore;
 use crate::error::ApiResult;
 use crate::format::schema::JsonSchema;
@@ -76,9 +77,11 @@ impl From<&TableRecord> for TableView {
 
 pub(crate) async fn create(
     State(core): State<Arc<NodeCore>>,
+    Extension(principal): Extension<Principal>,
     body: Result<Json<CreateTable>, JsonRejection>,
 ) -> ApiResult<Response> {
     let body = json_body(body)?;
+    principal.check(Action::Write, Some(&body.name))?;
     let partitions = body
         .partitions
         .unwrap_or_else(|| vec!["default".to_owned()]);
@@ -90,8 +93,12 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(TableView::from(&info.record()))).into_response())
 }
 
-pub(crate) async fn list(State(core): State<Arc<NodeCore>>) -> ApiResult<Json<serde_json::Value>> {
-    let tables = core.catalog().list().await?;
+pub(crate) async fn list(
+    State(core): State<Arc<NodeCore>>,
+    Extension(principal): Extension<Principal>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let mut tables = core.catalog().list().await?;
+    tables.retain(|t| principal.may_read(&t.name));
     Ok(Json(json!({
         "tables": tables.iter().map(TableView::from).collect::<Vec<_>>()
     })))

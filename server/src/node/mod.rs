@@ -152,6 +152,8 @@ impl NodeBuilder {
         self.settings
             .validate()
             .map_err(|message| NodeError::Settings { message })?;
+        let auth = crate::auth::Authenticator::from_settings(&self.settings.auth)
+            .map_err(|message| NodeError::Settings { message })?;
         let settings = Arc::new(self.settings);
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let metadata = Arc::new(
@@ -171,6 +173,7 @@ impl NodeBuilder {
             Arc::new(TabletProvider::new(engine.clone(), self.tablet_settings).with_clock(clock));
         let core = Arc::new(NodeCore::new(
             settings.clone(),
+            auth,
             metadata,
             engine.clone(),
             provider,
@@ -182,6 +185,7 @@ impl NodeBuilder {
                 source,
             })?;
         let addr = server.addr;
+        crate::auth::warn_if_open(core.authenticator(), addr);
         tracing::info!(
             %addr,
             node = %settings.node_id,

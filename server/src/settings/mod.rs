@@ -33,6 +33,7 @@
 //! ...
 //! ```
 
+mod auth;
 mod chaos;
 mod http;
 mod limits;
@@ -44,6 +45,8 @@ use std::path::PathBuf;
 use mink_s3stream::engine::EngineSettings;
 use serde::{Deserialize, Serialize};
 
+pub use auth::{AuthSettings, Scope, Secret, TokenSettings};
+pub(crate) use auth::{check_tables, check_token};
 pub use chaos::ChaosSettings;
 pub use http::HttpSettings;
 pub use limits::LimitsSettings;
@@ -70,6 +73,8 @@ pub struct Settings {
     pub http: HttpSettings,
     /// What a request can make the node store: schema shape, tables, buckets, partitions.
     pub limits: LimitsSettings,
+    /// Bearer tokens and their scopes; none: no access control.
+    pub auth: AuthSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
     /// Fault injection into the object store, for crash-safety runs (`cargo xtask chaos`) only.
@@ -89,6 +94,7 @@ impl Default for Settings {
             metadata: MetadataSettings::default(),
             http: HttpSettings::default(),
             limits: LimitsSettings::default(),
+            auth: AuthSettings::default(),
             engine: EngineSettings::default(),
             chaos: None,
         }
@@ -131,6 +137,7 @@ impl Settings {
         }
         self.http.validate()?;
         self.limits.validate()?;
+        self.auth.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
@@ -189,7 +196,7 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_naming_the_setting() {
         assert_eq!(Settings::default().validate(), Ok(()));
-        let cases: [(&str, &str); 7] = [
+        let cases: [(&str, &str); 8] = [
             ("node_id = \"\"", "node_id"),
             ("[http]\nmax_body_bytes = 0", "http.max_body_bytes"),
             ("[http]\ndefault_read_bytes = 0", "http.default_read_bytes"),
@@ -200,6 +207,7 @@ mod tests {
                 "[limits]\nmax_schema_versions = 40000",
                 "limits.max_schema_versions",
             ),
+            ("[auth]\ntoken = \"short\"", "auth.token"),
         ];
         for (toml, setting) in cases {
             let error = Settings::from_toml(toml).unwrap().validate().unwrap_err();

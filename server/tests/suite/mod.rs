@@ -6,7 +6,8 @@
 //! `harness` (the node and the HTTP calls the tests repeat), `data` (the rows written and read),
 //! then one file per concept under test: `tables`, `schemas` (types and `[limits]`), `append`,
 //! `writers`, `read`, `sse`, `errors` (table-driven), `node` (restart, health, metrics, shutdown),
-//! `bounds` (the render bound, append decoding bounds, parked-read limits).
+//! `bounds` (the render bound, append decoding bounds, parked-read limits), `access` (tokens and
+//! scopes, the writer-id rule, explicit Content-Type).
 
 #![allow(
     dead_code,
@@ -15,6 +16,7 @@
     reason = "shared by two test crates, each using a different part"
 )]
 
+mod access;
 mod append;
 mod bounds;
 mod data;
@@ -27,6 +29,7 @@ mod sse;
 mod tables;
 mod writers;
 
+pub use access::{access_control, open_without_tokens, writer_ids_and_content_types};
 pub use append::append_and_read_each_format;
 pub use bounds::{append_decoding_bounds, parked_read_limits, read_render_bound};
 pub use errors::{error_cases, rate_limit};
@@ -48,7 +51,8 @@ macro_rules! http_suite {
             sse_with_client_library, sse_with_curl, idempotent_retries, error_cases,
             offsets_and_timestamps, restart_reads_everything_back, health_metrics_and_shutdown,
             rate_limit, read_render_bound, append_decoding_bounds, parked_read_limits,
-            every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits);
+            every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits,
+            access_control, open_without_tokens, writer_ids_and_content_types);
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
         $(

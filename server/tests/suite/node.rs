@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::data::{ids_of, ndjson};
-use super::harness::{Backend, Harness, header};
+use super::harness::{Backend, Harness, NDJSON, header};
 
 pub async fn restart_reads_everything_back(backend: Backend) {
     let mut h = Harness::start(backend).await;
@@ -19,6 +19,7 @@ pub async fn restart_reads_everything_back(backend: Backend) {
     let send = |h: &Harness| {
         h.http
             .post(h.records("r"))
+            .header("content-type", NDJSON)
             .header("mink-writer-id", writer.to_string())
             .header("mink-sequence", "0")
             .body(ndjson(&[99]))

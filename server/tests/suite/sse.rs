@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::data::ndjson;
-use super::harness::{Backend, Harness, header};
+use super::harness::{Backend, Harness, NDJSON, header};
 
 /// Reads one SSE connection to its end with the eventsource client; returns (id, rows) pairs.
 async fn sse_session(
@@ -59,7 +59,13 @@ pub async fn sse_with_client_library(backend: Backend) {
         tokio::spawn(async move {
             for i in 3..=5 {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                let r = http.post(&url).body(ndjson(&[i])).send().await.unwrap();
+                let r = http
+                    .post(&url)
+                    .header("content-type", NDJSON)
+                    .body(ndjson(&[i]))
+                    .send()
+                    .await
+                    .unwrap();
                 assert_eq!(r.status(), StatusCode::OK);
             }
         })
