@@ -68,6 +68,37 @@ pub enum TabletError {
         /// The limit.
         limit: u64,
     },
+    /// A batch, or the whole request, holds more rows than the tablet's settings allow; judged on
+    /// the header's counts before anything is decoded.
+    #[error(
+        "batch {index} of the request takes the rows to {rows}, over the limit of {limit} \
+         (setting `{setting}`); send fewer rows per batch or per request"
+    )]
+    TooManyRows {
+        /// Position of the batch in the request.
+        index: usize,
+        /// The [`TabletSettings`](crate::TabletSettings) field holding the limit:
+        /// `max_rows_per_batch` or `max_rows_per_request`.
+        setting: &'static str,
+        /// The rows of the batch, or of the request up to and including it.
+        rows: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A batch from a writer the tablet does not know, while it tracks as many writers as it may.
+    /// Writers it knows keep working; room comes back as writers stay idle past the writer TTL.
+    #[error(
+        "batch {index} of the request is from writer {writer_id}, new to a tablet that already \
+         tracks {limit} writers (setting `max_writers`); reuse a writer id or wait for idle ones to expire"
+    )]
+    TooManyWriters {
+        /// Position of the batch in the request.
+        index: usize,
+        /// The new writer.
+        writer_id: i64,
+        /// The limit.
+        limit: u64,
+    },
     /// A read or lookup below the oldest retained offset.
     #[error("offset {offset} is below the log start {log_start}: it was trimmed away")]
     BelowLogStart {
@@ -204,6 +235,10 @@ pub enum ErrorKind {
     OutOfOrderSequence,
     /// Request too large.
     TooLarge,
+    /// More rows than a limit allows.
+    LimitExceeded,
+    /// A new writer while the tablet tracks as many as it may.
+    TooManyWriters,
     /// Read below the log start.
     BelowLogStart,
     /// Read beyond the bound, or a bad range.
@@ -236,6 +271,8 @@ impl ErrorKind {
             ErrorKind::UnknownSchema => "unknown_schema",
             ErrorKind::OutOfOrderSequence => "out_of_order_sequence",
             ErrorKind::TooLarge => "too_large",
+            ErrorKind::LimitExceeded => "limit_exceeded",
+            ErrorKind::TooManyWriters => "too_many_writers",
             ErrorKind::BelowLogStart => "below_log_start",
             ErrorKind::OffsetOutOfRange => "offset_out_of_range",
             ErrorKind::FutureTimestamp => "future_timestamp",
@@ -269,6 +306,8 @@ impl TabletError {
             TabletError::UnknownSchema { .. } => ErrorKind::UnknownSchema,
             TabletError::OutOfOrderSequence { .. } => ErrorKind::OutOfOrderSequence,
             TabletError::TooLarge { .. } => ErrorKind::TooLarge,
+            TabletError::TooManyRows { .. } => ErrorKind::LimitExceeded,
+            TabletError::TooManyWriters { .. } => ErrorKind::TooManyWriters,
             TabletError::BelowLogStart { .. } => ErrorKind::BelowLogStart,
             TabletError::OffsetOutOfRange { .. } | TabletError::InvalidRange { .. } => {
                 ErrorKind::OffsetOutOfRange

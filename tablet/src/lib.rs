@@ -31,13 +31,20 @@
 //!
 //! [`Tablet::append`] takes a request of one or more batches and appends it as one unit or not at all:
 //!
-//! 1. Every header is checked (framing, magic, CRC, `record_count` = `last_offset_delta + 1`, at least
-//!    one row, known schema id, sane writer fields). A bad batch rejects the whole request.
+//! 1. Every batch is checked in full: framing, the row limits on the header's count (before any
+//!    other work, [`TabletSettings::max_rows_per_batch`] and
+//!    [`max_rows_per_request`](TabletSettings::max_rows_per_request)), at least one row, known
+//!    schema id, sane writer fields, then the header (magic, CRC, `record_count` =
+//!    `last_offset_delta + 1`) and the Arrow body decoded against the schema the `schema_id`
+//!    names, with exactly `record_count` rows. So every acknowledged batch decodes on read and a
+//!    forged count cannot move the offsets. A bad batch rejects the whole request.
 //! 2. Room for the request is reserved under the node's budget of uncompacted data (the only wait
 //!    before submission). Then, in a builder the stream runs under its sequencing lock
 //!    ([`LogStream::submit_with`]), each idempotent batch is checked against its writer's
 //!    window ([`writers`]): new, duplicate (reported with its first offsets, not appended) or out of
-//!    order (the request is rejected, the error names the expected sequence).
+//!    order (the request is rejected, the error names the expected sequence). A writer the tablet
+//!    does not know is refused while it tracks [`TabletSettings::max_writers`] writers (after
+//!    forgetting idle ones), so the writers it knows keep exact deduplication.
 //! 3. Still in the builder, the new batches get consecutive base offsets from the stream's next offset,
 //!    one commit timestamp (the clock, never lower than the previous batch's) and the leader epoch (the
 //!    stream epoch), written in place outside the CRC; they are submitted to the stream as **one stream

@@ -11,7 +11,7 @@ use super::types::{AppendResult, AppendedBatch};
 use super::{Sequencing, Tablet, lock};
 use crate::error::{Result, TabletError};
 use crate::settings::TabletSettings;
-use crate::writers::{Ack, AckCell, AckState, Batches, Entry, Verdict, Windows};
+use crate::writers::{Ack, AckCell, AckState, Batches, Entry, Refusal, Verdict, Windows};
 
 /// What the locked part of an append decided.
 pub(super) enum Sequenced {
@@ -127,7 +127,14 @@ impl Tablet {
             return Err(self.closed_error());
         }
         let now = inner.clock.now_ms();
-        let verdicts = classify(&mut seq.windows, parsed, now, inner.ttl_ms, confirm)?;
+        let verdicts = classify(
+            &mut seq.windows,
+            parsed,
+            now,
+            inner.ttl_ms,
+            confirm,
+            inner.settings.max_writers,
+        )?;
         let pending = in_flight(&verdicts);
         if !pending.is_empty() {
             return Ok((Decided::WaitFor(pending), Build::Nothing));
@@ -170,6 +177,7 @@ fn classify(
     now: i64,
     ttl_ms: i64,
     confirm: u64,
+    max_writers: u64,
 ) -> Result<Batches<Verdict>> {
     windows
         .classify(
@@ -177,12 +185,29 @@ fn classify(
             now,
             ttl_ms,
             confirm,
+            usize::try_from(max_writers).unwrap_or(usize::MAX),
         )
-        .map_err(|e| TabletError::OutOfOrderSequence {
-            index: e.index,
-            writer_id: e.writer_id,
-            expected: e.expected,
-            received: e.received,
+        .map_err(|refusal| match refusal {
+            Refusal::OutOfOrder {
+                index,
+                writer_id,
+                expected,
+                received,
+            } => TabletError::OutOfOrderSequence {
+                index,
+                writer_id,
+                expected,
+                received,
+            },
+            Refusal::TooManyWriters {
+                index,
+                writer_id,
+                limit,
+            } => TabletError::TooManyWriters {
+                index,
+                writer_id,
+                limit: limit as u64,
+            },
         })
 }
 

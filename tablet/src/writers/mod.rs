@@ -9,6 +9,7 @@
 //! | sequence matches one of the retained five | duplicate: the first offsets are returned |
 //! | otherwise | rejected, the error names the expected sequence |
 //! | writer unknown, or idle (newest batch older than the TTL) | any sequence accepted, window restarts |
+//! | writer unknown while `max_writers` writers have a window | refused (`TooManyWriters`), unless idle writers can be forgotten to make room |
 //!
 //! Entries are added when a batch is *submitted* (in submission order, under the tablet's sequencing
 //! lock), each with the acknowledgement of its append. An entry whose append failed is dropped, with
@@ -26,5 +27,5 @@ mod window;
 
 pub(crate) use ack::{Ack, AckCell, AckState, Resolve};
 pub use state::{WriterBatch, WriterState};
-pub(crate) use window::{Batches, Entry, Verdict, Windows};
+pub(crate) use window::{Batches, Entry, Refusal, Verdict, Windows};
 pub use window::{WINDOW, next_sequence};

@@ -12,8 +12,8 @@
 //! | 4 | 1 | format version, 1 |
 //! | 5 | 4 | CRC32C of every byte from offset 9 to the end, u32 |
 //! | 9 | 8 | newest commit timestamp in the log below the snapshot offset, i64 ms (`i64::MIN` if none) |
-//! | 13 | 4 | writer count `n`, u32 |
-//! | 17 | ... | `n` writers: writer id i64 (8), entry count `k` u8 (1..=5), then `k` entries oldest first |
+//! | 17 | 4 | writer count `n`, u32 |
+//! | 21 | ... | `n` writers: writer id i64 (8), entry count `k` u8 (1..=5), then `k` entries oldest first |
 //!
 //! Entry (24 bytes): sequence i32 (4), base offset u64 (8), offset delta i32 (4, record count - 1),
 //! commit timestamp i64 (8).
@@ -25,6 +25,26 @@ use super::window::{Entry, WINDOW, Windows};
 const MAGIC: [u8; 4] = *b"MKWW";
 const VERSION: u8 = 1;
 const ENTRY: usize = 24;
+/// Bytes before the first writer: magic, version, CRC, timestamp, writer count.
+pub const HEADER_BYTES: usize = 21;
+
+/// The most one writer takes in a snapshot: its id (8), entry count (1) and five entries of 24
+/// bytes: 129.
+pub const MAX_BYTES_PER_WRITER: usize = 8 + 1 + WINDOW * ENTRY;
+
+/// The metadata store's limit on one request: etcd's default `--max-request-bytes`, 1.5 MiB.
+pub const METADATA_REQUEST_LIMIT: usize = 1_572_864;
+
+/// Room kept in that request for what is not the snapshot: the metadata value's own framing (14
+/// bytes) and the snapshot offset (8), the key, and the transaction's compare and gRPC framing,
+/// with margin: 64 KiB.
+pub const METADATA_RESERVED: usize = 64 << 10;
+
+/// The most writers a tablet may track so that a full snapshot fits one metadata request:
+/// (1 572 864 - 65 536 - 21) / 129 = 11 684. The default `max_writers`, 10 000, takes at most
+/// 21 + 10 000 x 129 = 1 290 021 bytes, 82 % of the limit.
+pub const MAX_WRITERS: u64 =
+    ((METADATA_REQUEST_LIMIT - METADATA_RESERVED - HEADER_BYTES) / MAX_BYTES_PER_WRITER) as u64;
 
 /// Encodes the windows as they stand at offset `at`: only entries wholly below it.
 pub(crate) fn encode(windows: &Windows, at: u64, last_timestamp: i64) -> Vec<u8> {
@@ -140,6 +160,40 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_snapshot_of_the_most_writers_fits_a_metadata_request() {
+        // The largest snapshot: every writer with five entries (fields are fixed-width).
+        let max_writers = crate::TabletSettings::default().max_writers;
+        assert!(max_writers <= MAX_WRITERS);
+        let mut w = Windows::default();
+        for writer in 0..MAX_WRITERS as i64 {
+            for seq in 0..WINDOW as i32 {
+                let mut entry = Entry::one_row(i32::MAX - seq, 1 << 62, i64::MAX);
+                entry.offset_delta = i32::MAX - 1;
+                w.record(i64::MAX - writer, entry, false);
+            }
+        }
+        let raw = encode(&w, u64::MAX, i64::MAX);
+        assert_eq!(
+            raw.len(),
+            HEADER_BYTES + MAX_WRITERS as usize * MAX_BYTES_PER_WRITER
+        );
+        let value = mink_metadata::value::encode(&mink_metadata::WriterSnapshot {
+            offset: u64::MAX,
+            data: raw.into(),
+        });
+        assert!(
+            value.len() + METADATA_RESERVED <= METADATA_REQUEST_LIMIT,
+            "{} bytes",
+            value.len()
+        );
+        let default = HEADER_BYTES + max_writers as usize * MAX_BYTES_PER_WRITER;
+        assert!(
+            default * 100 / METADATA_REQUEST_LIMIT <= 85,
+            "{default} bytes"
+        );
+    }
 
     #[test]
     fn snapshots_round_trip_and_corruption_is_an_error() {

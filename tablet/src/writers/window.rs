@@ -1,7 +1,7 @@
 //! The windows themselves: the last five batches of every writer and the sequence rules of
 //! [`super`] that judge a request's batches against them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::ack::{Ack, AckState};
 
@@ -68,22 +68,31 @@ pub(crate) enum Verdict {
     Duplicate(Entry),
 }
 
-/// The request was rejected at batch `index`.
+/// Why a request was rejected, at batch `index`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct OutOfOrder {
-    pub(crate) index: usize,
-    pub(crate) writer_id: i64,
-    pub(crate) expected: i32,
-    pub(crate) received: i32,
+pub(crate) enum Refusal {
+    /// The batch is neither the writer's next sequence nor a retained duplicate.
+    OutOfOrder {
+        index: usize,
+        writer_id: i64,
+        expected: i32,
+        received: i32,
+    },
+    /// The batch is from a writer the tablet does not know, and it tracks `limit` writers already.
+    TooManyWriters {
+        index: usize,
+        writer_id: i64,
+        limit: usize,
+    },
 }
 
-impl OutOfOrder {
+impl Refusal {
     /// `Ok` if batch `index` carries the `expected` sequence, its rejection otherwise.
-    fn check(index: usize, writer_id: i64, expected: i32, received: i32) -> Result<(), OutOfOrder> {
+    fn check(index: usize, writer_id: i64, expected: i32, received: i32) -> Result<(), Refusal> {
         if received == expected {
             Ok(())
         } else {
-            Err(OutOfOrder {
+            Err(Refusal::OutOfOrder {
                 index,
                 writer_id,
                 expected,
@@ -94,9 +103,23 @@ impl OutOfOrder {
 }
 
 /// The windows of every writer of one tablet.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Windows {
     writers: HashMap<i64, VecDeque<Entry>>,
+    /// No writer can be idle past the TTL before this time (ms): the oldest newest-entry time
+    /// at the last [`Windows::expire`], plus the TTL. Entries only get newer, so a new writer
+    /// at the cap is refused without a scan until then. (An entry dropped because its append
+    /// failed can make a window older; that only delays freeing its place.)
+    no_expiry_before: i64,
+}
+
+impl Default for Windows {
+    fn default() -> Self {
+        Windows {
+            writers: HashMap::new(),
+            no_expiry_before: i64::MIN,
+        }
+    }
 }
 
 impl Windows {
@@ -127,14 +150,19 @@ impl Windows {
 
     /// Classifies the batches of one request, given as `(writer_id, sequence)` with `writer_id < 0`
     /// for batches without a writer. A writer appearing several times must continue its own
-    /// sequence within the request.
+    /// sequence within the request. A writer with no window is refused while `max_writers`
+    /// writers have one (counting those the request itself adds), unless idle ones can be
+    /// forgotten to make room: known writers are never evicted, so their deduplication stays
+    /// exact.
     pub(crate) fn classify(
         &mut self,
-        batches: impl ExactSizeIterator<Item = (i64, i32)>,
+        batches: impl ExactSizeIterator<Item = (i64, i32)> + Clone,
         now: i64,
         ttl_ms: i64,
         confirm: u64,
-    ) -> Result<Batches<Verdict>, OutOfOrder> {
+        max_writers: usize,
+    ) -> Result<Batches<Verdict>, Refusal> {
+        self.make_room(batches.clone(), now, ttl_ms, max_writers)?;
         let mut planned: HashMap<i64, i32> = HashMap::new();
         let total = batches.len();
         let mut out = Batches::with_capacity(total);
@@ -144,7 +172,7 @@ impl Windows {
                 continue;
             }
             if let Some(last) = planned.get_mut(&writer_id) {
-                OutOfOrder::check(index, writer_id, next_sequence(*last), sequence)?;
+                Refusal::check(index, writer_id, next_sequence(*last), sequence)?;
                 *last = sequence;
                 out.push(Verdict::New { restart: false });
                 continue;
@@ -158,7 +186,7 @@ impl Windows {
                         let expected = window
                             .back()
                             .map_or(sequence, |last| next_sequence(last.sequence));
-                        OutOfOrder::check(index, writer_id, expected, sequence)?;
+                        Refusal::check(index, writer_id, expected, sequence)?;
                         Verdict::New { restart: false }
                     }
                 }
@@ -170,6 +198,47 @@ impl Windows {
             out.push(verdict);
         }
         Ok(out)
+    }
+
+    /// Checks that the writers of a request with no window yet fit beside the ones that have
+    /// one. If they do not, idle writers are forgotten (when any can be idle by now) and the
+    /// request is judged again: a writer of the request forgotten that way counts as new.
+    fn make_room(
+        &mut self,
+        batches: impl Iterator<Item = (i64, i32)> + Clone,
+        now: i64,
+        ttl_ms: i64,
+        max_writers: usize,
+    ) -> Result<(), Refusal> {
+        let mut over = self.first_over(batches.clone(), max_writers);
+        if over.is_some() && now >= self.no_expiry_before {
+            self.expire(now, ttl_ms);
+            over = self.first_over(batches, max_writers);
+        }
+        match over {
+            None => Ok(()),
+            Some((index, writer_id)) => Err(Refusal::TooManyWriters {
+                index,
+                writer_id,
+                limit: max_writers,
+            }),
+        }
+    }
+
+    /// The first batch whose writer, new to the windows, would take them past `max_writers`.
+    fn first_over(
+        &self,
+        batches: impl Iterator<Item = (i64, i32)>,
+        max_writers: usize,
+    ) -> Option<(usize, i64)> {
+        let mut new: HashSet<i64> = HashSet::new();
+        batches
+            .enumerate()
+            .filter(|(_, (writer_id, _))| *writer_id >= 0 && !self.writers.contains_key(writer_id))
+            .find(|(_, (writer_id, _))| {
+                new.insert(*writer_id) && self.writers.len() + new.len() > max_writers
+            })
+            .map(|(index, (writer_id, _))| (index, writer_id))
     }
 
     /// Adds a submitted batch to its writer's window.
@@ -198,13 +267,19 @@ impl Windows {
         self.record(writer_id, entry, restart);
     }
 
-    /// Forgets writers idle past the TTL.
+    /// Forgets writers idle past the TTL (and windows left empty by failed appends).
     pub(crate) fn expire(&mut self, now: i64, ttl_ms: i64) {
+        let mut oldest = i64::MAX;
         self.writers.retain(|_, window| {
-            window
+            let live = window
                 .back()
-                .is_some_and(|last| now.saturating_sub(last.timestamp) <= ttl_ms)
+                .filter(|last| now.saturating_sub(last.timestamp) <= ttl_ms);
+            if let Some(last) = live {
+                oldest = oldest.min(last.timestamp);
+            }
+            live.is_some()
         });
+        self.no_expiry_before = oldest.saturating_add(ttl_ms).saturating_add(1);
     }
 
     /// The number of writers with a window.
@@ -231,9 +306,18 @@ mod tests {
 
     const TTL: i64 = 1000;
 
-    fn one(w: &mut Windows, writer: i64, seq: i32, now: i64) -> Result<Verdict, OutOfOrder> {
-        w.classify([(writer, seq)].into_iter(), now, TTL, u64::MAX)
+    fn one(w: &mut Windows, writer: i64, seq: i32, now: i64) -> Result<Verdict, Refusal> {
+        w.classify([(writer, seq)].into_iter(), now, TTL, u64::MAX, usize::MAX)
             .map(|mut v| v.remove(0))
+    }
+
+    fn expected(refusal: Refusal) -> (i32, i32) {
+        match refusal {
+            Refusal::OutOfOrder {
+                expected, received, ..
+            } => (expected, received),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -257,9 +341,8 @@ mod tests {
                 other => panic!("{seq}: {other:?}"),
             }
         }
-        let err = one(&mut w, 7, 44, 0).unwrap_err();
-        assert_eq!((err.expected, err.received), (50, 44));
-        assert_eq!(one(&mut w, 7, 52, 0).unwrap_err().expected, 50);
+        assert_eq!(expected(one(&mut w, 7, 44, 0).unwrap_err()), (50, 44));
+        assert_eq!(expected(one(&mut w, 7, 52, 0).unwrap_err()), (50, 52));
         assert!(matches!(
             one(&mut w, 8, 3, 0),
             Ok(Verdict::New { restart: true })
