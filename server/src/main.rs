@@ -173,9 +173,9 @@ struct MetadataFlags {
 #[derive(Debug, Args, Serialize)]
 #[command(next_help_heading = "HTTP")]
 struct HttpFlags {
-    /// Largest request body in bytes; larger appends get 413 [default: 8388608].
-    #[arg(long, env = "MINK_MAX_BODY_BYTES")]
-    max_body_bytes: Option<usize>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    serving: ServingFlags,
     /// Default max_bytes of a read [default: 1048576].
     #[arg(long, env = "MINK_DEFAULT_READ_BYTES")]
     default_read_bytes: Option<usize>,
@@ -257,6 +257,75 @@ impl std::fmt::Debug for AuthFlags {
             .field("token_file", &self.token_file)
             .finish()
     }
+}
+
+/// The serving loop's part of `[http]`: connections, timeouts, the request budget, hosts.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "HTTP")]
+struct ServingFlags {
+    /// Open connections the node keeps; more are closed at accept [default: 10000].
+    #[arg(long, env = "MINK_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Open connections per client IP address [default: 1000].
+    #[arg(long, env = "MINK_MAX_CONNECTIONS_PER_CLIENT")]
+    max_connections_per_client: Option<usize>,
+    /// A request head must arrive within this many ms [default: 10000].
+    #[arg(long, env = "MINK_HEADER_TIMEOUT_MS")]
+    header_timeout_ms: Option<u64>,
+    /// Connections with no request in flight close after this many ms [default: 60000].
+    #[arg(long, env = "MINK_IDLE_TIMEOUT_MS")]
+    idle_timeout_ms: Option<u64>,
+    /// Connections whose client reads nothing for this many ms close [default: 30000].
+    #[arg(long, env = "MINK_WRITE_TIMEOUT_MS")]
+    write_timeout_ms: Option<u64>,
+    /// Request body bytes the node holds at once; more get 503 [default: 268435456].
+    #[arg(long, env = "MINK_MAX_INFLIGHT_REQUEST_BYTES")]
+    max_inflight_request_bytes: Option<usize>,
+    /// Host names the API answers, comma-separated; others get 421 [default: any].
+    #[arg(long, env = "MINK_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Option<Vec<String>>,
+    #[command(flatten)]
+    body: BodyFlags,
+    #[command(flatten)]
+    tls: TlsFlags,
+}
+
+/// `[http.body]`.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "HTTP")]
+struct BodyFlags {
+    /// Largest append of mink batches in bytes; larger get 413 [default: 8388608].
+    #[arg(long, env = "MINK_MAX_APPEND_BYTES")]
+    max_append_bytes: Option<usize>,
+    /// Largest append of an Arrow IPC stream in bytes [default: 8388608].
+    #[arg(long, env = "MINK_MAX_ARROW_BYTES")]
+    max_arrow_bytes: Option<usize>,
+    /// Largest append of NDJSON rows in bytes [default: 8388608].
+    #[arg(long, env = "MINK_MAX_NDJSON_BYTES")]
+    max_ndjson_bytes: Option<usize>,
+    /// Largest JSON body of a control route in bytes [default: 1048576].
+    #[arg(long, env = "MINK_MAX_JSON_BYTES")]
+    max_json_bytes: Option<usize>,
+}
+
+/// `[http.tls]`.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "HTTP")]
+struct TlsFlags {
+    /// PEM certificate chain: serve the API over TLS [default: none, plain HTTP].
+    #[arg(
+        long = "tls-cert-file",
+        value_name = "TLS_CERT_FILE",
+        env = "MINK_TLS_CERT_FILE"
+    )]
+    cert_file: Option<PathBuf>,
+    /// PEM private key of the certificate [required with --tls-cert-file].
+    #[arg(
+        long = "tls-key-file",
+        value_name = "TLS_KEY_FILE",
+        env = "MINK_TLS_KEY_FILE"
+    )]
+    key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -400,7 +469,7 @@ mod tests {
         std::fs::write(
             &file,
             "node_id = \"from-file\"\n[storage.s3]\nbucket = \"wal\"\nregion = \"eu-west-1\"\n\
-             [http]\nrate_limit_per_sec = 5\nmax_body_bytes = 1024\n",
+             [http]\nrate_limit_per_sec = 5\n[http.body]\nmax_ndjson_bytes = 1024\n",
         )
         .unwrap();
         let config = file.to_str().unwrap();
@@ -423,6 +492,14 @@ mod tests {
             "3",
             "--auth-token-file",
             "/etc/mink/tokens",
+            "--max-arrow-bytes",
+            "2048",
+            "--allowed-hosts",
+            "mink.example,localhost",
+            "--tls-cert-file",
+            "/etc/mink/cert.pem",
+            "--tls-key-file",
+            "/etc/mink/key.pem",
         ])
         .settings()
         .unwrap();
@@ -434,12 +511,16 @@ mod tests {
         expected.http.max_render_bytes = 65536;
         expected.http.max_parked_reads_per_client = 3;
         expected.auth.token_file = Some(PathBuf::from("/etc/mink/tokens"));
+        expected.http.body.max_arrow_bytes = 2048;
+        expected.http.allowed_hosts = vec!["mink.example".to_owned(), "localhost".to_owned()];
+        expected.http.tls.cert_file = Some(PathBuf::from("/etc/mink/cert.pem"));
+        expected.http.tls.key_file = Some(PathBuf::from("/etc/mink/key.pem"));
         expected.metadata.etcd_endpoints =
             vec!["http://a:2379".to_owned(), "http://b:2379".to_owned()];
         assert_eq!(settings, expected);
         assert_eq!(settings.node_id, "from-file");
         assert_eq!(settings.storage.s3.region, "eu-west-1");
-        assert_eq!(settings.http.max_body_bytes, 1024);
+        assert_eq!(settings.http.body.max_ndjson_bytes, 1024);
         assert_eq!(serve(&[]).settings().unwrap(), Settings::default());
     }
 }

@@ -5,7 +5,9 @@
 //! nothing is counted twice: `mink_cache_hits_total{tier}` and `mink_cache_misses_total{tier}` come from the
 //! engine's tail, block and index caches. `mink_read_tier_total` attributes each HTTP read to
 //! `memory` when the engine made no object GET while serving it, `object_store` otherwise (exact
-//! with one reader, approximate under concurrent reads).
+//! with one reader, approximate under concurrent reads). The serving loop reports its open
+//! connections, the connections it refused at accept, the request bytes it holds against
+//! `http.max_inflight_request_bytes` and the requests that budget refused.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +51,14 @@ pub struct Metrics {
     pub parked_reads: Gauge,
     /// Long-polls and SSE streams refused by the parked-read limits.
     pub parked_reads_refused: Counter,
+    /// HTTP connections open now.
+    pub connections: Gauge,
+    /// Connections closed at accept by `http.max_connections` or `http.max_connections_per_client`.
+    pub connections_refused: Counter,
+    /// Bytes of request bodies held now (`http.max_inflight_request_bytes`).
+    pub inflight_request_bytes: Gauge,
+    /// Requests refused with 503 `overloaded` by the request-bytes budget.
+    pub overloaded: Counter,
 }
 
 impl Metrics {
@@ -65,6 +75,10 @@ impl Metrics {
         let rate_limited = Counter::default();
         let parked_reads = Gauge::default();
         let parked_reads_refused = Counter::default();
+        let connections = Gauge::default();
+        let connections_refused = Counter::default();
+        let inflight_request_bytes = Gauge::default();
+        let overloaded = Counter::default();
         registry.register("appends", "Append requests served", appends.clone());
         registry.register(
             "append_bytes",
@@ -103,6 +117,26 @@ impl Metrics {
             "Long-polls and SSE streams refused by the parked-read limits",
             parked_reads_refused.clone(),
         );
+        registry.register(
+            "http_connections",
+            "HTTP connections open",
+            connections.clone(),
+        );
+        registry.register(
+            "http_connections_refused",
+            "HTTP connections closed at accept by the connection limits",
+            connections_refused.clone(),
+        );
+        registry.register(
+            "http_inflight_request_bytes",
+            "Bytes of request bodies held by requests in flight",
+            inflight_request_bytes.clone(),
+        );
+        registry.register(
+            "http_overloaded",
+            "Requests refused because the request-bytes budget was spent",
+            overloaded.clone(),
+        );
         if let Some(engine) = engine {
             registry.register_collector(Box::new(EngineCollector { engine }));
         }
@@ -118,6 +152,10 @@ impl Metrics {
             rate_limited,
             parked_reads,
             parked_reads_refused,
+            connections,
+            connections_refused,
+            inflight_request_bytes,
+            overloaded,
         }
     }
 

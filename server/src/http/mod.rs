@@ -17,32 +17,44 @@
 //!
 //! Bucket routes take `?partition=NAME` (default `default`).
 //!
-//! Files: `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
+//! Files: `listener` (the accept loop, connection limits, TLS handshakes), `connection` (one
+//! connection's header, idle and write timeouts and its service), `tls` (the rustls
+//! configuration of `[http.tls]`), `budget` (the node-wide budget of request bytes in flight),
+//! `body` (an append's body read within its format's limit), `hosts` (the `Host` allowlist),
+//! `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
 //! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
 //! events), `parked` (the limits on parked long-polls and open SSE streams), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
 //! `rate_limit` (the token bucket in front of `/v1`). The middleware is layered in one place,
-//! [`router`]: the body limit (axum's), the rate limit, the request log (tower-http's trace).
+//! [`router`]: the `Host` allowlist, the JSON body limit (axum's, `http.body.max_json_bytes`;
+//! appends read their body through `body` with their format's limit), the rate limit, the
+//! request log (tower-http's trace).
 
 mod auth;
+mod body;
+mod budget;
+mod connection;
 mod error;
 mod extract;
 mod headers;
+mod hosts;
+mod listener;
 mod parked;
 mod rate_limit;
 mod read;
 mod records;
 mod sse;
 mod tables;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tower_http::trace::TraceLayer;
@@ -63,26 +75,24 @@ pub(crate) struct HttpServer {
     pub(crate) task: JoinHandle<std::io::Result<()>>,
 }
 
-/// Binds the address in the settings (`listen`) and serves the API until the core shuts down.
+/// Reads the TLS files of the settings (if any), binds the address in the settings (`listen`)
+/// and serves the API until the core shuts down.
 pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
-    error::set_retry_after(core.settings().http.retry_after_secs);
-    let listener = TcpListener::bind(core.settings().listen).await?;
+    let settings = core.settings();
+    error::set_retry_after(settings.http.retry_after_secs);
+    let tls = tls::acceptor(&settings.http.tls)?;
+    let listener = TcpListener::bind(settings.listen).await?;
     let addr = listener.local_addr()?;
     let app = router(core.clone());
-    let stop = core.shutdown_signal().clone();
     let task = tokio::spawn(async move {
-        // No Nagle: SSE events are small writes that must leave at once, not after the
-        // peer's delayed ACK (~40 ms).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
-        axum::serve(
+        listener::serve(
             listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
+            app,
+            tls,
+            &core.settings().http,
+            core.metrics().clone(),
+            core.shutdown_signal().clone(),
         )
-        .with_graceful_shutdown(async move { stop.cancelled().await })
         .await
     });
     Ok(HttpServer { addr, task })
@@ -141,23 +151,32 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             ),
             rate_limit::admit,
         ))
-        .layer(DefaultBodyLimit::max(http.max_body_bytes))
+        .layer(DefaultBodyLimit::max(http.body.max_json_bytes))
         .layer(axum::Extension(parked::ParkedReads::new(
             http.max_parked_reads,
             http.max_parked_reads_per_client,
             core.metrics().clone(),
+        )))
+        .layer(Extension(budget::Budget::new(
+            http.max_inflight_request_bytes,
+            core.metrics().clone(),
         )));
-    Router::new()
+    let app = Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        // Outermost: nothing runs, not even the rate limit, before the token is checked.
+        // Nothing runs, not even the rate limit, before the token is checked (only the Host
+        // allowlist, below, comes first).
         .layer(axum::middleware::from_fn_with_state(
             core.clone(),
             auth::require,
-        ))
-        .with_state(core)
+        ));
+    let app = match hosts::AllowedHosts::new(&http.allowed_hosts) {
+        Some(hosts) => app.layer(axum::middleware::from_fn_with_state(hosts, hosts::check)),
+        None => app,
+    };
+    app.with_state(core)
 }
 
 async fn healthz(State(core): State<Arc<NodeCore>>) -> Response {

@@ -6,8 +6,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, FailedToBufferBody, JsonRejection, QueryRejection};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
@@ -16,6 +16,8 @@ use mink_codec::BatchMeta;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::body;
+use super::budget::Budget;
 use super::extract::{BucketQuery, bucket_log, json_body, query};
 use super::headers::{SCHEMA_ID, SEQUENCE, WRITER_ID, header_number};
 use super::parked::ParkedReads;
@@ -28,31 +30,39 @@ use crate::format::{self, Format};
 
 pub(crate) async fn append(
     State(core): State<Arc<NodeCore>>,
+    Extension(budget): Extension<Arc<Budget>>,
     Path((table, bucket)): Path<(String, String)>,
     q: Result<Query<BucketQuery>, QueryRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> ApiResult<Response> {
     let q = query(q)?;
-    let body = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-            ApiError::PayloadTooLarge {
-                limit: core.settings().http.max_body_bytes,
-            }
-        }
-        other => ApiError::bad_request(format!("could not read the body: {}", other.body_text())),
-    })?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let format = Format::of_content_type(content_type)?;
+    let http = &core.settings().http;
+    // The format decides the limit, before a byte of the body is read.
+    let limit = match format {
+        Format::Mink => http.body.max_append_bytes,
+        Format::Arrow => http.body.max_arrow_bytes,
+        Format::Ndjson => http.body.max_ndjson_bytes,
+        Format::Sse => return Err(not_an_append_format()),
+    };
+    // The permit holds the body's bytes, then the batches', until the append is answered.
+    let (body, mut permit) = body::read(body, limit, &budget, http.idle_timeout).await?;
     let (info, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
     let batches = match format {
-        Format::Mink => body,
-        Format::Arrow | Format::Ndjson => rows_to_batch(&info, &headers, format, &body)?,
-        Format::Sse => unreachable_format()?,
+        Format::Arrow | Format::Ndjson => {
+            let batches = rows_to_batch(&info, &headers, format, &body)?;
+            drop(body);
+            permit.resize(batches.len())?;
+            batches
+        }
+        Format::Mink | Format::Sse => body,
     };
     let outcome = core.append(log.as_ref(), batches).await?;
+    drop(permit);
     Ok(Json(json!({
         "base_offset": outcome.base_offset,
         "last_offset": outcome.last_offset,
@@ -63,10 +73,8 @@ pub(crate) async fn append(
     .into_response())
 }
 
-fn unreachable_format() -> ApiResult<Bytes> {
-    Err(ApiError::bad_request(
-        "text/event-stream is not an append format",
-    ))
+fn not_an_append_format() -> ApiError {
+    ApiError::bad_request("text/event-stream is not an append format")
 }
 
 fn rows_to_batch(

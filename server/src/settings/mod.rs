@@ -25,7 +25,10 @@
 //! etcd_prefix = "mink/"
 //!
 //! [http]
-//! max_body_bytes = 8388608
+//! max_connections = 10000
+//! ...
+//! [http.body]
+//! max_append_bytes = 8388608
 //! ...
 //!
 //! [limits]
@@ -34,10 +37,12 @@
 //! ```
 
 mod auth;
+mod body_limits;
 mod chaos;
 mod http;
 mod limits;
 mod storage;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,10 +52,12 @@ use serde::{Deserialize, Serialize};
 
 pub use auth::{AuthSettings, Scope, Secret, TokenSettings};
 pub(crate) use auth::{check_tables, check_token};
+pub use body_limits::BodyLimits;
 pub use chaos::ChaosSettings;
 pub use http::HttpSettings;
 pub use limits::LimitsSettings;
 pub use storage::{MetadataBackend, MetadataSettings, StorageBackend, StorageSettings};
+pub use tls::TlsSettings;
 
 /// The port `mink serve` listens on by default ("MINK" on a phone keypad).
 pub const DEFAULT_PORT: u16 = 6465;
@@ -198,7 +205,10 @@ mod tests {
         assert_eq!(Settings::default().validate(), Ok(()));
         let cases: [(&str, &str); 8] = [
             ("node_id = \"\"", "node_id"),
-            ("[http]\nmax_body_bytes = 0", "http.max_body_bytes"),
+            (
+                "[http.body]\nmax_ndjson_bytes = 0",
+                "http.body.max_ndjson_bytes",
+            ),
             ("[http]\ndefault_read_bytes = 0", "http.default_read_bytes"),
             ("[http]\nsse_recycle_ms = 0", "http.sse_recycle_ms"),
             ("[chaos]\nput_failure_rate = 1.5", "chaos.put_failure_rate"),

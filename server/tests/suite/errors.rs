@@ -41,7 +41,7 @@ impl Case {
 }
 
 pub async fn error_cases(backend: Backend) {
-    let h = Harness::start_with(backend, |s| s.http.max_body_bytes = 64 << 10).await;
+    let h = Harness::start_with(backend, |s| s.http.body.max_ndjson_bytes = 64 << 10).await;
     h.create_table("e").await;
     h.append_ndjson("e", &ndjson(&[1, 2, 3])).await;
     // A trim, so that offsets below the log start can be asked for.
@@ -119,7 +119,7 @@ pub async fn error_cases(backend: Backend) {
             "future_timestamp",
         ),
         case(
-            "a body over max_body_bytes",
+            "a body over http.body.max_ndjson_bytes",
             post(NDJSON).body(big),
             S::PAYLOAD_TOO_LARGE,
             "payload_too_large",

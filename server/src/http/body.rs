@@ -1,0 +1,128 @@
+//! Reading an append's body within its limit and the node's request budget.
+//!
+//! The limit is the one of the request's format (`[http.body]`). A body whose length is known
+//! (`Content-Length`) and over the limit is refused before a byte of it is read; a chunked body
+//! is cut as soon as it passes the limit (413 `payload_too_large` either way). The bytes are
+//! reserved against the budget ([`super::budget`]) before they are buffered, so a request the
+//! node has no room for gets 503 `overloaded` instead of memory. A body that sends nothing for
+//! `http.idle_timeout_ms` is given up, so a stalled client cannot hold its reservation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody};
+use bytes::BytesMut;
+use http_body_util::BodyExt;
+
+use super::budget::{Budget, Permit};
+use crate::error::{ApiError, ApiResult};
+
+/// The body, read whole, and the permit that holds its bytes.
+pub(crate) async fn read(
+    body: Body,
+    limit: usize,
+    budget: &Arc<Budget>,
+    stall: Duration,
+) -> ApiResult<(Bytes, Permit)> {
+    let hint = body.size_hint();
+    let too_large = ApiError::PayloadTooLarge { limit };
+    let declared = match hint.upper() {
+        Some(upper) if upper > limit as u64 => return Err(too_large),
+        // Known and within the limit: reserved and allocated once.
+        Some(upper) if upper == hint.lower() => usize::try_from(upper).unwrap_or(limit),
+        _ => 0,
+    };
+    let mut permit = budget.reserve(declared)?;
+    let mut buffer = BytesMut::with_capacity(declared);
+    let mut body = body;
+    loop {
+        let frame = match tokio::time::timeout(stall, body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(ApiError::bad_request(format!(
+                    "could not read the body: {e}"
+                )));
+            }
+            Err(_) => {
+                return Err(ApiError::bad_request(format!(
+                    "the body sent nothing for {} ms (`http.idle_timeout_ms`)",
+                    stall.as_millis()
+                )));
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers carry nothing an append uses
+        };
+        let total = buffer.len() + data.len();
+        if total > limit {
+            return Err(too_large);
+        }
+        if total > permit.bytes() {
+            permit.resize(total)?;
+        }
+        buffer.extend_from_slice(&data);
+    }
+    Ok((buffer.freeze(), permit))
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::stream;
+    use hyper::body::Frame;
+
+    use super::*;
+    use crate::metrics::Metrics;
+
+    fn chunked(chunks: &[&'static [u8]]) -> Body {
+        let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = chunks
+            .iter()
+            .map(|c| Ok(Frame::data(Bytes::from_static(c))))
+            .collect();
+        Body::new(http_body_util::StreamBody::new(stream::iter(frames)))
+    }
+
+    #[tokio::test]
+    async fn bodies_are_cut_at_their_limit_and_held_against_the_budget() {
+        let budget = Budget::new(1000, Arc::new(Metrics::new(None)));
+        let stall = Duration::from_secs(5);
+
+        let (bytes, permit) = read(chunked(&[b"abc", b"de"]), 5, &budget, stall)
+            .await
+            .unwrap();
+        assert_eq!(&bytes[..], b"abcde");
+        assert_eq!(permit.bytes(), 5);
+        drop(permit);
+
+        let cut = read(chunked(&[b"abc", b"def"]), 5, &budget, stall).await;
+        assert_eq!(cut.unwrap_err().kind(), "payload_too_large");
+        let declared = read(Body::from(vec![0u8; 6]), 5, &budget, stall).await;
+        assert_eq!(declared.unwrap_err().kind(), "payload_too_large");
+
+        let held = budget.reserve(998).unwrap();
+        let refused = read(Body::from(vec![0u8; 3]), 5, &budget, stall).await;
+        assert_eq!(refused.unwrap_err().kind(), "overloaded");
+        let refused = read(chunked(&[b"a", b"bc"]), 5, &budget, stall).await;
+        assert_eq!(refused.unwrap_err().kind(), "overloaded");
+        drop(held);
+        let (bytes, _permit) = read(Body::from(vec![0u8; 3]), 5, &budget, stall)
+            .await
+            .unwrap();
+        assert_eq!(bytes.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stalls_is_given_up() {
+        let budget = Budget::new(1000, Arc::new(Metrics::new(None)));
+        let stalled = Body::new(http_body_util::StreamBody::new(stream::pending::<
+            Result<Frame<Bytes>, std::io::Error>,
+        >()));
+        let error = read(stalled, 5, &budget, Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("http.idle_timeout_ms"),
+            "{error}"
+        );
+    }
+}
