@@ -480,4 +480,18 @@ mod tests {
         }
         assert_eq!(seen, (0..5000).collect::<Vec<_>>());
     }
+
+    #[test]
+    fn a_failure_while_streaming_ends_the_tail_with_the_error() {
+        let b = wide(20_000, 100);
+        let schema = b.rows.schema();
+        let r = render_bounded(BodyFormat::Ndjson, &schema, vec![b], 100, None, 16 << 20).unwrap();
+        let mut tail = r.tail.expect("streams");
+        assert!(tail.next().unwrap().is_ok());
+        // The rows of the next pieces are gone: the next chunk is the error, and nothing follows
+        // (no end of stream that would make the cut body look complete).
+        tail.batches.clear();
+        assert!(tail.next().unwrap().is_err());
+        assert!(tail.next().is_none());
+    }
 }
