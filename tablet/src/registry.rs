@@ -81,8 +81,9 @@ pub(crate) fn encode(stream_id: u64) -> Vec<u8> {
     out
 }
 
-/// Decodes a registry value; never panics.
-pub(crate) fn decode(key: &str, raw: &[u8]) -> Result<u64> {
+/// Decodes a registry value; never panics. Public for the fuzz targets only.
+#[doc(hidden)]
+pub fn decode(key: &str, raw: &[u8]) -> Result<u64> {
     let corrupt = |reason: String| TabletError::CorruptMetadata {
         key: key.to_owned(),
         reason,

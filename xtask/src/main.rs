@@ -7,7 +7,8 @@
 //! cargo xtask lint            cargo fmt --check, clippy -D warnings, unused dependencies (cargo
 //!                             machete) and module cycles inside each crate (see lint.rs)
 //! cargo xtask bench [--quick] micro and end-to-end benchmarks, report in bench/results/ (see bench.rs)
-//! cargo xtask fuzz [TARGET] [--seconds N]   run a cargo-fuzz target for a bounded time
+//! cargo xtask fuzz TARGET|--all [--seconds N]   cargo-fuzz targets of every decoder of network
+//!                             and storage bytes, for a bounded time each (see fuzz.rs); --list
 //! cargo xtask services        start etcd and moto, print their addresses, wait for Ctrl-C
 //! cargo xtask chaos [ARGS]    kill -9 the node at random moments under load, check nothing
 //!                             acknowledged is lost or duplicated (see chaos.rs)
@@ -18,6 +19,7 @@
 
 mod bench;
 mod chaos;
+mod fuzz;
 mod install;
 mod lint;
 mod services;
@@ -39,7 +41,7 @@ fn main() -> ExitCode {
         "lint" => lint::lint(),
         "cycles" => lint::cycles(&rest),
         "bench" => bench::bench(&rest),
-        "fuzz" => fuzz(&rest),
+        "fuzz" => fuzz::fuzz(&rest),
         "services" => services_only(),
         "chaos" => chaos::chaos(&rest),
         "" | "help" | "-h" | "--help" => {
@@ -68,8 +70,11 @@ commands:
   bench [--quick]   benchmarks: codec micro-benchmarks, the stream engine, and the release node
                     over HTTP on local files, moto and the S3 Standard latency model, each
                     beside a raw baseline; report and charts in bench/results/{quick,full}/
-  fuzz [TARGET] [--seconds N]
-                    run a cargo-fuzz target of the codec (default: decode, 60 s)
+  fuzz TARGET|--all [--seconds N] | --list
+                    run cargo-fuzz targets (decoders of batches, WAL and committed objects,
+                    metadata values, writer snapshots, registry values, NDJSON, Arrow IPC and
+                    schema bodies) for N seconds each (default 60); print executions and
+                    findings per target; fail on any finding
   services          start etcd and moto for manual testing and wait for Ctrl-C
   chaos [--backend embedded|s3-etcd|both] [--kills N] [--seconds S] [--seed N] [--debug]
                     crash-safety run: kill -9 the node under load (some lives with injected
@@ -187,35 +192,6 @@ fn serve(args: &[String]) -> Result {
         "serve",
     ]);
     command.args(args);
-    run(command)
-}
-
-fn fuzz(args: &[String]) -> Result {
-    let mut target = "decode".to_owned();
-    let mut seconds = 60u64;
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--seconds" => {
-                seconds = iter
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or("--seconds needs a number")?;
-            }
-            "codec" => {}
-            other if !other.starts_with('-') => target = other.to_owned(),
-            other => return Err(format!("unknown fuzz option `{other}`")),
-        }
-    }
-    install::cargo_fuzz()?;
-    let mut command = cargo();
-    command
-        .current_dir(root().join("codec").join("fuzz"))
-        // cargo-fuzz needs nightly-only compiler flags; this machine has one stable toolchain.
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("CARGO_TARGET_DIR", target_dir().join("fuzz"))
-        .args(["fuzz", "run", &target, "--"])
-        .arg(format!("-max_total_time={seconds}"));
     run(command)
 }
 

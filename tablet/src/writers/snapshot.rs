@@ -20,6 +20,7 @@
 
 use std::collections::VecDeque;
 
+use super::WriterState;
 use super::window::{Entry, WINDOW, Windows};
 
 const MAGIC: [u8; 4] = *b"MKWW";
@@ -130,6 +131,15 @@ pub(crate) fn decode(raw: &[u8]) -> Result<(Windows, i64), String> {
         return Err(format!("{} trailing bytes", raw.len() - r.pos));
     }
     Ok((windows, last_timestamp))
+}
+
+/// Decodes a snapshot into the public view of its windows (every entry counted durable) and its
+/// newest commit timestamp. The tablet keeps the windows themselves; this entry point lets the
+/// fuzz targets reach the decoder and what the tablet derives from its entries.
+#[doc(hidden)]
+pub fn decode_states(raw: &[u8]) -> Result<(Vec<WriterState>, i64), String> {
+    let (windows, last_timestamp) = decode(raw)?;
+    Ok((windows.states(u64::MAX), last_timestamp))
 }
 
 struct Reader<'a> {

@@ -1,0 +1,6 @@
+//! Fuzz target: an NDJSON append body.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    mink_fuzz::http::run_ndjson(data);
+});
