@@ -68,6 +68,8 @@ struct SettingsFlags {
     metadata: MetadataFlags,
     #[command(flatten)]
     http: HttpFlags,
+    #[command(flatten)]
+    tablet: TabletFlags,
 }
 
 /// `[storage]`.
@@ -208,6 +210,25 @@ struct HttpFlags {
     /// Longest wait for in-flight requests at shutdown, ms [default: 30000].
     #[arg(long, env = "MINK_SHUTDOWN_GRACE_MS")]
     shutdown_grace_ms: Option<u64>,
+}
+
+/// `[tablet]`: the limits every tablet of the node enforces.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "Tablets")]
+struct TabletFlags {
+    /// Most rows in one appended batch; more is 400 limit_exceeded [default: 1048576].
+    #[arg(long, env = "MINK_MAX_ROWS_PER_BATCH")]
+    max_rows_per_batch: Option<u64>,
+    /// Most rows in one append request [default: 1048576].
+    #[arg(long, env = "MINK_MAX_ROWS_PER_REQUEST")]
+    max_rows_per_request: Option<u64>,
+    /// Most idempotent writers tracked per bucket; a new one beyond is 429 too_many_writers
+    /// [default: 10000, at most 11684].
+    #[arg(long, env = "MINK_MAX_WRITERS")]
+    max_writers: Option<u64>,
+    /// A writer idle this many ms is forgotten and frees its place [default: 604800000, 7 days].
+    #[arg(long, env = "MINK_WRITER_TTL_MS")]
+    writer_ttl_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -368,6 +389,10 @@ mod tests {
             "http://a:2379,http://b:2379",
             "--s3-allow-http",
             "true",
+            "--max-writers",
+            "99",
+            "--writer-ttl-ms",
+            "5000",
         ])
         .settings()
         .unwrap();
@@ -376,6 +401,8 @@ mod tests {
         expected.storage.s3.allow_http = true;
         expected.storage.local_dir = Some(PathBuf::from("/tmp/objects"));
         expected.http.rate_limit_per_sec = 7;
+        expected.tablet.max_writers = 99;
+        expected.tablet.writer_ttl = std::time::Duration::from_secs(5);
         expected.metadata.etcd_endpoints =
             vec!["http://a:2379".to_owned(), "http://b:2379".to_owned()];
         assert_eq!(settings, expected);

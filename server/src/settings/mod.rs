@@ -27,11 +27,18 @@
 //! [http]
 //! max_body_bytes = 8388608
 //! ...
+//!
+//! [tablet]                 # every tablet of the node
+//! max_rows_per_batch = 1048576
+//! max_rows_per_request = 1048576
+//! max_writers = 10000
+//! ...
 //! ```
 
 mod chaos;
 mod http;
 mod storage;
+mod tablet;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +49,7 @@ use serde::{Deserialize, Serialize};
 pub use chaos::ChaosSettings;
 pub use http::HttpSettings;
 pub use storage::{MetadataBackend, MetadataSettings, StorageBackend, StorageSettings};
+pub use tablet::TabletSettings;
 
 /// The port `mink serve` listens on by default ("MINK" on a phone keypad).
 pub const DEFAULT_PORT: u16 = 6465;
@@ -64,6 +72,8 @@ pub struct Settings {
     pub http: HttpSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
+    /// Every tablet's limits and cadences (rows, writers, request size, snapshots).
+    pub tablet: TabletSettings,
     /// Fault injection into the object store, for crash-safety runs (`cargo xtask chaos`) only.
     /// Honoured only by a `mink` built with the cargo feature `chaos`; any other build refuses
     /// to start when the section is present. Absent by default.
@@ -81,6 +91,7 @@ impl Default for Settings {
             metadata: MetadataSettings::default(),
             http: HttpSettings::default(),
             engine: EngineSettings::default(),
+            tablet: TabletSettings::default(),
             chaos: None,
         }
     }
@@ -121,6 +132,7 @@ impl Settings {
             ));
         }
         self.http.validate()?;
+        tablet::validate(&self.tablet)?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
