@@ -290,6 +290,12 @@ impl From<mink_tablet::TabletError> for ApiError {
             TabletError::TooLarge { limit, .. } => ApiError::PayloadTooLarge {
                 limit: usize::try_from(limit).unwrap_or(usize::MAX),
             },
+            TabletError::TooManyRows { setting, limit, .. } => ApiError::LimitExceeded {
+                setting: tablet_setting(setting),
+                limit,
+                message,
+            },
+            TabletError::TooManyWriters { limit, .. } => ApiError::TooManyWriters { limit },
             other => match other.kind() {
                 ErrorKind::InvalidBatch => ApiError::InvalidBatch { message },
                 ErrorKind::UnknownSchema => ApiError::invalid("unknown_schema", message),
@@ -303,6 +309,16 @@ impl From<mink_tablet::TabletError> for ApiError {
                 _ => ApiError::Internal { message },
             },
         }
+    }
+}
+
+/// The node's name (`[tablet]` section) of a tablet setting a tablet error names.
+fn tablet_setting(field: &str) -> &'static str {
+    match field {
+        "max_rows_per_batch" => "tablet.max_rows_per_batch",
+        "max_rows_per_request" => "tablet.max_rows_per_request",
+        "max_writers" => "tablet.max_writers",
+        _ => "tablet",
     }
 }
 
@@ -363,10 +379,53 @@ mod tests {
                 StatusCode::BAD_REQUEST,
                 "future_timestamp",
             ),
+            (
+                TabletError::TooManyWriters {
+                    index: 0,
+                    writer_id: 7,
+                    limit: 10_000,
+                },
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_writers",
+            ),
+            (
+                TabletError::InvalidBatch {
+                    index: 2,
+                    source: std::sync::Arc::new(mink_codec::Error::Truncated {
+                        field: "arrow.prefix",
+                        position: 52,
+                        needed: 8,
+                        available: 0,
+                    }),
+                },
+                StatusCode::BAD_REQUEST,
+                "invalid_batch",
+            ),
         ];
         for (tablet_error, status, kind) in cases {
             let error = ApiError::from(tablet_error);
             assert_eq!((error.status(), error.kind()), (status, kind), "{error}");
+        }
+    }
+
+    #[test]
+    fn row_limits_name_the_node_setting() {
+        for (field, setting) in [
+            ("max_rows_per_batch", "tablet.max_rows_per_batch"),
+            ("max_rows_per_request", "tablet.max_rows_per_request"),
+        ] {
+            let error = ApiError::from(TabletError::TooManyRows {
+                index: 1,
+                setting: field,
+                rows: 2_000_000,
+                limit: 1 << 20,
+            });
+            assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+            assert_eq!(error.kind(), "limit_exceeded");
+            assert!(
+                matches!(error, ApiError::LimitExceeded { setting: s, limit: 1_048_576, .. } if s == setting),
+                "{error:?}"
+            );
         }
     }
 }

@@ -70,6 +70,7 @@ struct SettingsFlags {
     http: HttpFlags,
     #[command(flatten)]
     auth: AuthFlags,
+    tablet: TabletFlags,
 }
 
 /// `[storage]`.
@@ -328,6 +329,25 @@ struct TlsFlags {
     key_file: Option<PathBuf>,
 }
 
+/// `[tablet]`: the limits every tablet of the node enforces.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "Tablets")]
+struct TabletFlags {
+    /// Most rows in one appended batch; more is 400 limit_exceeded [default: 1048576].
+    #[arg(long, env = "MINK_MAX_ROWS_PER_BATCH")]
+    max_rows_per_batch: Option<u64>,
+    /// Most rows in one append request [default: 1048576].
+    #[arg(long, env = "MINK_MAX_ROWS_PER_REQUEST")]
+    max_rows_per_request: Option<u64>,
+    /// Most idempotent writers tracked per bucket; a new one beyond is 429 too_many_writers
+    /// [default: 10000, at most 11684].
+    #[arg(long, env = "MINK_MAX_WRITERS")]
+    max_writers: Option<u64>,
+    /// A writer idle this many ms is forgotten and frees its place [default: 604800000, 7 days].
+    #[arg(long, env = "MINK_WRITER_TTL_MS")]
+    writer_ttl_ms: Option<u64>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -500,6 +520,10 @@ mod tests {
             "/etc/mink/cert.pem",
             "--tls-key-file",
             "/etc/mink/key.pem",
+            "--max-writers",
+            "99",
+            "--writer-ttl-ms",
+            "5000",
         ])
         .settings()
         .unwrap();
@@ -515,6 +539,8 @@ mod tests {
         expected.http.allowed_hosts = vec!["mink.example".to_owned(), "localhost".to_owned()];
         expected.http.tls.cert_file = Some(PathBuf::from("/etc/mink/cert.pem"));
         expected.http.tls.key_file = Some(PathBuf::from("/etc/mink/key.pem"));
+        expected.tablet.max_writers = 99;
+        expected.tablet.writer_ttl = std::time::Duration::from_secs(5);
         expected.metadata.etcd_endpoints =
             vec!["http://a:2379".to_owned(), "http://b:2379".to_owned()];
         assert_eq!(settings, expected);

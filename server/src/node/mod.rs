@@ -91,7 +91,7 @@ pub struct NodeBuilder {
     wal_store: Option<Arc<dyn ObjectStorage>>,
     data_store: Option<Arc<dyn ObjectStorage>>,
     metadata: Option<Arc<dyn MetaKv>>,
-    tablet_settings: TabletSettings,
+    tablet_settings: Option<TabletSettings>,
     clock: Option<Arc<dyn Clock>>,
 }
 
@@ -128,9 +128,10 @@ impl NodeBuilder {
         self
     }
 
-    /// Tablet settings (writer TTL, snapshot cadence).
+    /// Tablet settings in place of the settings' `[tablet]` section (tests set them here
+    /// without building a whole [`Settings`]); validated the same way.
     pub fn tablet_settings(mut self, settings: TabletSettings) -> Self {
-        self.tablet_settings = settings;
+        self.tablet_settings = Some(settings);
         self
     }
 
@@ -149,12 +150,16 @@ impl NodeBuilder {
         let kv = self.metadata.ok_or(NodeError::Missing {
             what: "a metadata KV",
         })?;
-        self.settings
+        let mut settings = self.settings;
+        if let Some(tablet) = self.tablet_settings {
+            settings.tablet = tablet;
+        }
+        settings
             .validate()
             .map_err(|message| NodeError::Settings { message })?;
-        let auth = crate::auth::Authenticator::from_settings(&self.settings.auth)
+        let auth = crate::auth::Authenticator::from_settings(&settings.auth)
             .map_err(|message| NodeError::Settings { message })?;
-        let settings = Arc::new(self.settings);
+        let settings = Arc::new(settings);
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let metadata = Arc::new(
             Metadata::open_with_clock(kv, MetadataOptions::default(), clock.clone()).await?,
@@ -169,8 +174,9 @@ impl NodeBuilder {
             engine = engine.data_storage(data);
         }
         let engine = engine.open().await?;
-        let provider: Arc<dyn LogProvider> =
-            Arc::new(TabletProvider::new(engine.clone(), self.tablet_settings).with_clock(clock));
+        let provider: Arc<dyn LogProvider> = Arc::new(
+            TabletProvider::new(engine.clone(), settings.tablet.clone()).with_clock(clock),
+        );
         let core = Arc::new(NodeCore::new(
             settings.clone(),
             auth,

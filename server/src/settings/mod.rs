@@ -34,6 +34,12 @@
 //! [limits]
 //! max_columns = 1000
 //! ...
+//!
+//! [tablet]                 # every tablet of the node
+//! max_rows_per_batch = 1048576
+//! max_rows_per_request = 1048576
+//! max_writers = 10000
+//! ...
 //! ```
 
 mod auth;
@@ -42,6 +48,7 @@ mod chaos;
 mod http;
 mod limits;
 mod storage;
+mod tablet;
 mod tls;
 
 use std::net::SocketAddr;
@@ -57,6 +64,7 @@ pub use chaos::ChaosSettings;
 pub use http::HttpSettings;
 pub use limits::LimitsSettings;
 pub use storage::{MetadataBackend, MetadataSettings, StorageBackend, StorageSettings};
+pub use tablet::TabletSettings;
 pub use tls::TlsSettings;
 
 /// The port `mink serve` listens on by default ("MINK" on a phone keypad).
@@ -84,6 +92,8 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
+    /// Every tablet's limits and cadences (rows, writers, request size, snapshots).
+    pub tablet: TabletSettings,
     /// Fault injection into the object store, for crash-safety runs (`cargo xtask chaos`) only.
     /// Honoured only by a `mink` built with the cargo feature `chaos`; any other build refuses
     /// to start when the section is present. Absent by default.
@@ -103,6 +113,7 @@ impl Default for Settings {
             limits: LimitsSettings::default(),
             auth: AuthSettings::default(),
             engine: EngineSettings::default(),
+            tablet: TabletSettings::default(),
             chaos: None,
         }
     }
@@ -145,6 +156,7 @@ impl Settings {
         self.http.validate()?;
         self.limits.validate()?;
         self.auth.validate()?;
+        tablet::validate(&self.tablet)?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
