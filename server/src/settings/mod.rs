@@ -27,10 +27,16 @@
 //! [http]
 //! max_body_bytes = 8388608
 //! ...
+//!
+//! [node]
+//! probe_timeout_ms = 10000
+//! exit_delay_on_wal_failure_ms = 2000
+//! drop_cleanup_interval_ms = 10000
 //! ```
 
 mod chaos;
 mod http;
+mod node;
 mod storage;
 
 use std::net::SocketAddr;
@@ -41,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 pub use chaos::ChaosSettings;
 pub use http::HttpSettings;
+pub use node::NodeSettings;
 pub use storage::{MetadataBackend, MetadataSettings, StorageBackend, StorageSettings};
 
 /// The port `mink serve` listens on by default ("MINK" on a phone keypad).
@@ -62,6 +69,8 @@ pub struct Settings {
     pub metadata: MetadataSettings,
     /// HTTP limits and timings.
     pub http: HttpSettings,
+    /// The node's lifecycle: start-up probes, exit after a WAL failure, dropped-table cleanup.
+    pub node: NodeSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
     /// Fault injection into the object store, for crash-safety runs (`cargo xtask chaos`) only.
@@ -80,6 +89,7 @@ impl Default for Settings {
             storage: StorageSettings::default(),
             metadata: MetadataSettings::default(),
             http: HttpSettings::default(),
+            node: NodeSettings::default(),
             engine: EngineSettings::default(),
             chaos: None,
         }
@@ -121,6 +131,7 @@ impl Settings {
             ));
         }
         self.http.validate()?;
+        self.node.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
