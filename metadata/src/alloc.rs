@@ -1,4 +1,4 @@
-//! Id allocators: writer ids, stream ids and object ids, unique across processes, nodes and restarts.
+//! Id allocators: writer ids, stream ids, object ids and table incarnations, unique across processes, nodes and restarts.
 //!
 //! Each kind has one counter in the KV (`mink/ids/{kind}`, an [`crate::value`] record holding the
 //! next id nobody has been given). An allocator takes a whole block of ids with one compare-and-swap
@@ -28,6 +28,8 @@ pub enum IdKind {
     Stream,
     /// Object ids (WAL, stream-set and stream objects).
     Object,
+    /// Table incarnations (one per table created).
+    Table,
 }
 
 impl IdKind {
@@ -37,6 +39,7 @@ impl IdKind {
             IdKind::Writer => "writer",
             IdKind::Stream => "stream",
             IdKind::Object => "object",
+            IdKind::Table => "table",
         };
         format!("{}{name}", keys::IDS)
     }

@@ -3,13 +3,18 @@
 //!
 //! | Key | Record |
 //! |---|---|
-//! | `mink/ids/{writer,stream,object}` | id allocator counter |
+//! | `mink/ids/{writer,stream,object,table}` | id allocator counter |
 //! | `mink/tables/{name}` | [`crate::TableRecord`] |
+//! | `mink/dropped/{name}@{incarnation}` | [`crate::TableRecord`] of a dropped table (a tombstone) |
 //! | `mink/streams/{id:020}` | [`crate::StreamRecord`] |
 //! | `mink/objects/{id:020}` | [`crate::ObjectRecord`] |
 //! | `mink/wal/{node}/{first_id:020}` | [`crate::WalReservation`] |
 //! | `mink/nodes/{node}` | [`crate::NodeRecord`] |
 //! | `mink/writers/{table}/{partition}/{bucket}` | [`crate::WriterSnapshot`] |
+//!
+//! `{table}` in tablet keys (the writer snapshots here, the tablet registry of `mink-tablet`) is
+//! [`table_segment`]: the name for incarnation 0, `{name}@{n}` after, so a table created again
+//! under a dropped one's name reaches none of its keys (`@` is not allowed in table names).
 
 use crate::error::{InvalidRequest, MetaError, Result};
 
@@ -29,6 +34,8 @@ pub const WAL: &str = "mink/wal/";
 pub const NODES: &str = "mink/nodes/";
 /// Prefix of writer snapshots.
 pub const WRITERS: &str = "mink/writers/";
+/// Prefix of dropped tables' tombstones.
+pub const DROPPED: &str = "mink/dropped/";
 
 /// Key of a stream record.
 pub fn stream(id: u64) -> String {
@@ -48,6 +55,20 @@ pub fn object_id(key: &str) -> Option<u64> {
 /// Key of a table record.
 pub fn table(name: &str) -> String {
     format!("{TABLES}{name}")
+}
+
+/// Key of a dropped table's tombstone.
+pub fn dropped(name: &str, incarnation: u64) -> String {
+    format!("{DROPPED}{name}@{incarnation}")
+}
+
+/// A table's key segment in tablet keys: `{name}` for incarnation 0, else `{name}@{incarnation}`.
+pub fn table_segment(name: &str, incarnation: u64) -> String {
+    if incarnation == 0 {
+        name.to_owned()
+    } else {
+        format!("{name}@{incarnation}")
+    }
 }
 
 /// Prefix of one node's WAL reservations.

@@ -20,9 +20,21 @@ pub struct TableRecord {
     pub bucket_count: u32,
     /// Partition names (an unpartitioned table has one, conventionally `default`).
     pub partitions: Vec<String>,
+    /// Which table of this name it is: a number from the table allocator (`mink/ids/table`),
+    /// taken at create, so a table dropped and created again under the same name keys its
+    /// tablets and writer snapshots apart from the old one's. Records written before
+    /// incarnations existed read as 0.
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 impl TableRecord {
+    /// The table's name as one key segment of its tablets and writer snapshots: `{name}` for
+    /// incarnation 0 (tables created before incarnations keep their keys), else `{name}@{n}`.
+    pub fn key_segment(&self) -> String {
+        crate::keys::table_segment(&self.name, self.incarnation)
+    }
+
     /// The newest schema id, if any.
     pub fn latest_schema_id(&self) -> Option<u16> {
         self.schemas.keys().next_back().copied()
@@ -260,4 +272,24 @@ impl MetaRecord for IdCounter {
 #[doc(hidden)]
 pub fn decode_id_counter(key: &str, raw: &[u8]) -> Result<u64> {
     crate::value::decode::<IdCounter>(key, raw).map(|counter| counter.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_record_written_before_incarnations_reads_as_incarnation_zero() {
+        let old = br#"{"name":"t","schemas":{"1":"s"},"bucket_count":2,"partitions":["default"]}"#;
+        let record: TableRecord = from_json_body("mink/tables/t", old).unwrap();
+        assert_eq!(record.incarnation, 0);
+        assert_eq!(record.key_segment(), "t");
+        let new = TableRecord {
+            incarnation: 9,
+            ..record
+        };
+        assert_eq!(new.key_segment(), "t@9");
+        let back: TableRecord = from_json_body("k", &json_body(&new)).unwrap();
+        assert_eq!(back, new);
+    }
 }

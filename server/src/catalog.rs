@@ -193,6 +193,7 @@ impl Catalog {
             schemas: BTreeMap::from([(FIRST_SCHEMA_ID, JsonSchema::canonical(&arrow))]),
             bucket_count: buckets,
             partitions,
+            incarnation: self.metadata.allocate_table_incarnation().await?,
         };
         match self.metadata.create_table(&record).await {
             Ok(()) => {}
@@ -259,6 +260,17 @@ impl Catalog {
         }
         *info.record.write() = updated;
         Ok(next)
+    }
+
+    /// Forgets the cached copy of `dropped`'s incarnation, if that is the one cached.
+    pub fn forget(&self, dropped: &TableRecord) {
+        let mut cache = self.cache.write();
+        if cache
+            .get(&dropped.name)
+            .is_some_and(|info| info.record.read().incarnation == dropped.incarnation)
+        {
+            cache.remove(&dropped.name);
+        }
     }
 
     /// Removes the table record (the caller destroyed its logs first).

@@ -3,8 +3,9 @@
 //! It holds the settings, the authenticator, the catalog of tables, the registry of open bucket
 //! logs, the metrics, the engine and the shutdown signal, and offers the operations a protocol
 //! translates onto: resolving a bucket to its log (the seam where ownership and routing go),
-//! appending and reading with the metrics counted once, dropping a table, allocating writer ids.
-//! Front ends hold an `Arc<NodeCore>` and never reach into one another.
+//! appending and reading with the metrics counted once, dropping a table (and, in the background,
+//! finishing drops from their tombstones), allocating writer ids. Front ends hold an
+//! `Arc<NodeCore>` and never reach into one another.
 //!
 //! Every append passes the writer-id rule here, whatever front end it came from: a batch naming
 //! a writer id the allocator never handed out is refused ([`ApiError::UnknownWriter`]), so a
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use mink_metadata::Metadata;
+use mink_metadata::{Metadata, TableRecord};
 use mink_s3stream::engine::Engine;
 use tokio_util::sync::CancellationToken;
 
@@ -144,6 +145,7 @@ impl NodeCore {
             table: table.clone(),
             partition: partition.to_owned(),
             bucket,
+            incarnation: record.incarnation,
         };
         match self.logs.owner(&key) {
             Owner::Local => {}
@@ -195,12 +197,77 @@ impl NodeCore {
         Ok(chunk)
     }
 
-    /// Drops the table `name`: its bucket logs and writer snapshots are destroyed, then its record.
+    /// Drops the table `name`: one metadata transaction deletes its record and leaves a
+    /// tombstone, so the name can be created again at once (a new incarnation, on other keys);
+    /// then its bucket logs and writer snapshots are destroyed and the tombstone deleted. If that
+    /// fails half-way, the tombstone stays and the cleanup pass finishes it.
     pub async fn drop_table(&self, name: &str) -> ApiResult<()> {
-        let info = self.catalog.get(name).await?;
-        self.logs.destroy_table(&info).await?;
-        self.catalog.delete(name).await?;
+        self.catalog.get(name).await?;
+        let dropped =
+            self.metadata
+                .drop_table(name)
+                .await?
+                .ok_or_else(|| ApiError::TableNotFound {
+                    table: name.to_owned(),
+                })?;
+        self.catalog.forget(&dropped);
+        if let Err(e) = self.destroy_dropped(&dropped).await {
+            tracing::warn!(
+                table = name,
+                incarnation = dropped.incarnation,
+                error = %e,
+                "destroying a dropped table's logs failed; the cleanup pass will retry"
+            );
+        }
         Ok(())
+    }
+
+    /// Destroys the logs of a dropped table's incarnation, then its tombstone.
+    async fn destroy_dropped(&self, dropped: &TableRecord) -> ApiResult<()> {
+        self.logs.destroy_table(dropped).await?;
+        self.metadata.delete_tombstone(dropped).await?;
+        tracing::info!(
+            table = dropped.name,
+            incarnation = dropped.incarnation,
+            "dropped table destroyed"
+        );
+        Ok(())
+    }
+
+    /// One pass of the dropped-table cleanup: every tombstone's logs are destroyed and the
+    /// tombstone deleted (finishing drops that stopped half-way, here or on another node).
+    /// Returns how many tombstones it finished; a failure is logged and left for the next pass.
+    pub async fn clean_dropped_tables(&self) -> ApiResult<usize> {
+        let mut finished = 0;
+        for dropped in self.metadata.list_dropped_tables().await? {
+            // Another node may have dropped it: no cached copy of that incarnation stays usable.
+            self.catalog.forget(&dropped);
+            match self.destroy_dropped(&dropped).await {
+                Ok(()) => finished += 1,
+                Err(e) => tracing::warn!(
+                    table = dropped.name,
+                    incarnation = dropped.incarnation,
+                    error = %e,
+                    "destroying a dropped table's logs failed; the next pass retries"
+                ),
+            }
+        }
+        Ok(finished)
+    }
+
+    /// The node's background work until shutdown: the dropped-table cleanup every
+    /// `node.drop_cleanup_interval_ms`.
+    pub async fn run_background(self: Arc<Self>) {
+        let interval = self.settings.node.drop_cleanup_interval;
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                () = tokio::time::sleep(interval) => {}
+            }
+            if let Err(e) = self.clean_dropped_tables().await {
+                tracing::warn!(error = %e, "listing dropped tables failed; the next pass retries");
+            }
+        }
     }
 
     /// A new idempotent writer id from the cluster-wide allocator.

@@ -423,7 +423,16 @@ async fn shutdown_signal() {
     }
 }
 
-async fn serve(args: ServeArgs) -> Result<(), String> {
+/// How a node that started stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// Asked to (SIGTERM, Ctrl-C), and shut down cleanly.
+    Asked,
+    /// Its WAL failed for good: it exits for a supervisor to restart it.
+    WalFailed,
+}
+
+async fn serve(args: ServeArgs) -> Result<Stopped, String> {
     let log_format = args.log_format.unwrap_or(LogFormat::Text);
     init_logs(log_format);
     let settings = args.settings()?;
@@ -433,8 +442,30 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         .start()
         .await
         .map_err(|e| e.to_string())?;
-    shutdown_signal().await;
-    Node::shutdown(node).await.map_err(|e| e.to_string())
+    let failed = node.failed();
+    tokio::select! {
+        () = shutdown_signal() => {
+            Node::shutdown(node).await.map_err(|e| e.to_string())?;
+            Ok(Stopped::Asked)
+        }
+        reason = failed => {
+            // Not reopened in place: the restart's recovery replays the WAL objects that landed.
+            // Until then /healthz answers 503 with the reason, so the supervisor sees why.
+            let delay = node.settings().node.exit_delay_on_wal_failure;
+            tracing::error!(
+                %reason,
+                exit_in_ms = delay.as_millis() as u64,
+                status = mink_server::node::EXIT_WAL_FAILED,
+                "the WAL failed for good; appends are refused and the node exits to be restarted"
+            );
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = shutdown_signal() => {}
+            }
+            node.abort();
+            Ok(Stopped::WalFailed)
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -459,7 +490,8 @@ fn main() -> ExitCode {
                 }
             };
             match runtime.block_on(serve(*args)) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(Stopped::Asked) => ExitCode::SUCCESS,
+                Ok(Stopped::WalFailed) => ExitCode::from(mink_server::node::EXIT_WAL_FAILED),
                 Err(message) => {
                     tracing::error!(%message, "mink stopped");
                     eprintln!("mink: {message}");

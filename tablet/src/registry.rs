@@ -1,6 +1,9 @@
 //! Which stream holds a tablet's log: a small registry in the metadata KV, owned by this crate.
 //!
-//! Key: `mink/tablets/{table}/{partition}/{bucket}`. Value (little-endian, 17 bytes):
+//! Key: `mink/tablets/{table}/{partition}/{bucket}`, where `{table}` is the table name for
+//! incarnation 0 and `{name}@{incarnation}` after (a table dropped and created again under the
+//! same name is a new incarnation that reaches none of the old one's keys). Value (little-endian,
+//! 17 bytes):
 //!
 //! | Offset | Size | Field |
 //! |---|---|---|
@@ -32,25 +35,47 @@ pub struct TabletId {
     pub partition: String,
     /// Bucket number.
     pub bucket: u32,
+    /// The table's incarnation (its record's `incarnation`); 0 for tables created before
+    /// incarnations, whose keys carry no suffix.
+    pub incarnation: u64,
 }
 
 impl TabletId {
-    /// A tablet id. Names are checked when the tablet is opened.
+    /// A tablet id of incarnation 0. Names are checked when the tablet is opened.
     pub fn new(table: impl Into<String>, partition: impl Into<String>, bucket: u32) -> Self {
         TabletId {
             table: table.into(),
             partition: partition.into(),
             bucket,
+            incarnation: 0,
         }
+    }
+
+    /// The same tablet of the table's incarnation `incarnation`.
+    pub fn with_incarnation(mut self, incarnation: u64) -> Self {
+        self.incarnation = incarnation;
+        self
+    }
+
+    /// The table as one segment of this tablet's keys (registry entry, writer snapshot):
+    /// `{table}` for incarnation 0, else `{table}@{incarnation}`.
+    pub fn table_segment(&self) -> String {
+        mink_metadata::keys::table_segment(&self.table, self.incarnation)
+    }
+
+    /// The key of this tablet's writer snapshot.
+    pub fn writer_key(&self) -> String {
+        mink_metadata::keys::writer(&self.table_segment(), &self.partition, self.bucket)
     }
 
     /// Checks that table and partition are usable key segments.
     pub fn check(&self) -> Result<()> {
         for (what, name) in [("table", &self.table), ("partition", &self.partition)] {
-            if name.is_empty() || name.contains('/') {
+            // `@` would make `{table}@{n}` ambiguous between two tables.
+            if name.is_empty() || name.contains('/') || (what == "table" && name.contains('@')) {
                 return Err(TabletError::InvalidRequest {
                     reason: format!(
-                        "{what} name {name:?} must be non-empty and must not contain '/'"
+                        "{what} name {name:?} must be non-empty and must not contain '/' (nor                          '@' in a table name)"
                     ),
                 });
             }
@@ -60,13 +85,24 @@ impl TabletId {
 
     /// The registry key of this tablet.
     pub fn registry_key(&self) -> String {
-        format!("{TABLETS}{}/{}/{}", self.table, self.partition, self.bucket)
+        format!(
+            "{TABLETS}{}/{}/{}",
+            self.table_segment(),
+            self.partition,
+            self.bucket
+        )
     }
 }
 
 impl fmt::Display for TabletId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{}", self.table, self.partition, self.bucket)
+        write!(
+            f,
+            "{}/{}/{}",
+            self.table_segment(),
+            self.partition,
+            self.bucket
+        )
     }
 }
 
@@ -141,9 +177,21 @@ mod tests {
     fn ids_with_slashes_are_refused() {
         assert!(TabletId::new("a/b", "default", 0).check().is_err());
         assert!(TabletId::new("t", "", 0).check().is_err());
+        assert!(TabletId::new("t@2", "default", 0).check().is_err());
         assert_eq!(
             TabletId::new("t", "p", 3).registry_key(),
             "mink/tablets/t/p/3"
         );
+    }
+
+    #[test]
+    fn keys_of_incarnation_zero_are_unchanged_and_later_ones_carry_it() {
+        let old = TabletId::new("t", "p", 3);
+        assert_eq!(old.writer_key(), "mink/writers/t/p/3");
+        let new = old.clone().with_incarnation(7);
+        assert_eq!(new.registry_key(), "mink/tablets/t@7/p/3");
+        assert_eq!(new.writer_key(), "mink/writers/t@7/p/3");
+        assert_eq!(new.to_string(), "t@7/p/3");
+        assert_ne!(old, new);
     }
 }

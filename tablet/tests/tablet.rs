@@ -819,3 +819,129 @@ async fn reads_after_compaction_come_from_objects() {
     assert_eq!(before, after);
     assert_eq!(tablet.offset_for_timestamp(0).await.unwrap(), 0);
 }
+
+/// A tablet of a table's incarnation opens only while the table record names that incarnation,
+/// and keys its registry entry and writer snapshot apart from the other incarnations'.
+#[tokio::test]
+async fn tablets_of_a_table_incarnation_open_only_while_the_table_is_that_incarnation() {
+    let world = World::new();
+    let engine = world.engine("n1").await;
+    let metadata = world.metadata().await;
+    let of = |incarnation: u64| {
+        Tablet::builder(id().with_incarnation(incarnation))
+            .engine(engine.clone())
+            .schemas(schemas())
+            .require_table()
+    };
+    // No table record: nothing is created.
+    let err = of(3).open_or_create().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    let registry = |incarnation: u64| id().with_incarnation(incarnation).registry_key();
+    assert!(metadata.kv().get(&registry(3)).await.unwrap().is_none());
+
+    let mut table = mink_metadata::TableRecord {
+        name: id().table,
+        schemas: [(1u16, "s".to_owned())].into(),
+        bucket_count: 1,
+        partitions: vec!["default".to_owned()],
+        incarnation: 3,
+    };
+    metadata.create_table(&table).await.unwrap();
+    let three = of(3).open_or_create().await.unwrap();
+    three.append(batch(2, 1, 0)).await.unwrap();
+    three.snapshot().await.unwrap();
+    // Another incarnation is refused while the record names 3.
+    let err = of(4).open_or_create().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    three.close().await.unwrap();
+
+    // The table dropped and created again as incarnation 4: 3 can no longer be opened (even
+    // though its registry entry is still there), 4 starts empty on its own keys.
+    assert!(metadata.drop_table(&table.name).await.unwrap().is_some());
+    table.incarnation = 4;
+    metadata.create_table(&table).await.unwrap();
+    let err = of(3).open().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    let four = of(4).open_or_create().await.unwrap();
+    assert_eq!(four.offsets().log_end, 0);
+    assert_ne!(four.stream_id(), three.stream_id());
+    let snapshot = |incarnation: u64| {
+        let metadata = metadata.clone();
+        async move {
+            metadata
+                .get_writer_snapshot(
+                    &id().with_incarnation(incarnation).table_segment(),
+                    "default",
+                    0,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    assert!(snapshot(3).await.is_some());
+    assert!(snapshot(4).await.is_none());
+
+    // The dropped incarnation is destroyed without being opened; a second run finds nothing.
+    let destroy = || {
+        Tablet::builder(id().with_incarnation(3))
+            .engine(engine.clone())
+            .destroy()
+    };
+    assert!(destroy().await.unwrap());
+    assert!(metadata.kv().get(&registry(3)).await.unwrap().is_none());
+    assert!(snapshot(3).await.is_none());
+    let stream = metadata
+        .get_stream(three.stream_id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stream.state, mink_metadata::StreamState::Deleted);
+    assert!(!destroy().await.unwrap());
+    // Incarnation 4 is untouched.
+    four.append(plain(1)).await.unwrap();
+    assert_eq!(four.offsets().high_watermark, 1);
+}
+
+/// A destroy stopped after deleting the stream (before the registry entry) is finished by the
+/// next one.
+#[tokio::test]
+async fn destroying_a_half_destroyed_tablet_finishes_it() {
+    let world = World::new();
+    let engine = world.engine("n1").await;
+    let metadata = world.metadata().await;
+    let tablet = open(&engine, TabletSettings::default()).await;
+    tablet.append(batch(1, 1, 0)).await.unwrap();
+    tablet.close().await.unwrap();
+    // What a first run leaves when it stops after the stream is deleted.
+    let stream = engine.open_stream(tablet.stream_id()).await.unwrap();
+    stream.destroy().await.unwrap();
+    assert!(
+        metadata
+            .kv()
+            .get(&id().registry_key())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let destroyed = Tablet::builder(id())
+        .engine(engine.clone())
+        .destroy()
+        .await
+        .unwrap();
+    assert!(destroyed);
+    assert!(
+        metadata
+            .kv()
+            .get(&id().registry_key())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        metadata
+            .get_writer_snapshot("orders", "default", 0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

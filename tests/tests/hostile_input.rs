@@ -72,10 +72,15 @@ impl Node {
             http,
             _dir: dir,
         };
-        node.create_table("kept", json!([{"name": "id", "type": "int64", "nullable": false},
-                                          {"name": "msg", "type": "utf8"}]))
+        node.create_table(
+            "kept",
+            json!([{"name": "id", "type": "int64", "nullable": false},
+                                          {"name": "msg", "type": "utf8"}]),
+        )
+        .await;
+        let r = node
+            .append("kept", NDJSON, KEPT_ROWS.as_bytes().to_vec())
             .await;
-        let r = node.append("kept", NDJSON, KEPT_ROWS.as_bytes().to_vec()).await;
         assert_eq!(r.status(), StatusCode::OK, "{}", text(r).await);
         node
     }
@@ -249,7 +254,10 @@ async fn types_that_cannot_be_stored_or_sized_are_refused_at_create() {
     let node = Node::start("").await;
     let deep = format!("{}Int8{}", "List(".repeat(100_000), ")".repeat(100_000));
     for (what, data_type) in [
-        ("a huge fixed-size binary", "FixedSizeBinary(2147483647)".to_owned()),
+        (
+            "a huge fixed-size binary",
+            "FixedSizeBinary(2147483647)".to_owned(),
+        ),
         ("a deeply nested type", deep),
         ("the Null type", "Null".to_owned()),
         ("a dictionary", "Dictionary(Int32, Utf8)".to_owned()),
@@ -315,7 +323,8 @@ async fn a_declared_body_over_the_limit_is_refused_before_it_is_sent() {
     )
     .expect("send the head");
     let mut answer = [0u8; 12];
-    tcp.read_exact(&mut answer).expect("an answer without the body");
+    tcp.read_exact(&mut answer)
+        .expect("an answer without the body");
     assert_eq!(&answer, b"HTTP/1.1 413");
     drop(tcp);
     node.assert_survived().await;
@@ -325,7 +334,11 @@ async fn a_declared_body_over_the_limit_is_refused_before_it_is_sent() {
 async fn appends_need_an_explicit_known_content_type() {
     let node = Node::start("").await;
     let before = node.high_watermark("kept").await;
-    for content_type in [None, Some("application/x-www-form-urlencoded"), Some("text/plain")] {
+    for content_type in [
+        None,
+        Some("application/x-www-form-urlencoded"),
+        Some("text/plain"),
+    ] {
         let mut request = node
             .http
             .post(node.url("/v1/tables/kept/buckets/0/records"))
@@ -334,7 +347,12 @@ async fn appends_need_an_explicit_known_content_type() {
             request = request.header("content-type", ct);
         }
         let r = request.send().await.expect("append");
-        expect_error(r, StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type").await;
+        expect_error(
+            r,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        )
+        .await;
     }
     assert_eq!(node.high_watermark("kept").await, before);
     node.assert_survived().await;
@@ -365,8 +383,10 @@ async fn table_shape_limits_are_enforced() {
     let r = node
         .http
         .post(node.url("/v1/tables"))
-        .json(&json!({"name": "many", "schema": {"fields": [{"name": "a", "type": "int8"}]},
-                      "buckets": 5}))
+        .json(
+            &json!({"name": "many", "schema": {"fields": [{"name": "a", "type": "int8"}]},
+                      "buckets": 5}),
+        )
         .send()
         .await
         .expect("create");
@@ -419,7 +439,10 @@ async fn a_new_writer_past_the_cap_is_refused_and_known_writers_go_on() {
             .send()
     };
     for w in &writers[..2] {
-        assert_eq!(append(*w, 0).await.expect("append").status(), StatusCode::OK);
+        assert_eq!(
+            append(*w, 0).await.expect("append").status(),
+            StatusCode::OK
+        );
     }
     let before = node.high_watermark("kept").await;
     let r = append(writers[2], 0).await.expect("append");
@@ -429,7 +452,10 @@ async fn a_new_writer_past_the_cap_is_refused_and_known_writers_go_on() {
     let r = append(writers[0], 0).await.expect("append");
     let body: Value = r.json().await.expect("JSON");
     assert_eq!(body["duplicate"], true, "{body}");
-    assert_eq!(append(writers[0], 1).await.expect("append").status(), StatusCode::OK);
+    assert_eq!(
+        append(writers[0], 1).await.expect("append").status(),
+        StatusCode::OK
+    );
     let r = node
         .http
         .get(node.url("/healthz"))

@@ -2,18 +2,74 @@
 //!
 //! | Key | Value |
 //! |---|---|
-//! | `mink/tables/{name}` | [`TableRecord`]: name, schema text by schema id, bucket count, partitions |
+//! | `mink/tables/{name}` | [`TableRecord`]: name, schema text by schema id, bucket count, partitions, incarnation |
+//! | `mink/dropped/{name}@{incarnation}` | the [`TableRecord`] of a dropped table, until its tablets are destroyed |
+//! | `mink/ids/table` | the allocator of incarnations |
 //!
 //! The name is one key segment (no `/`). Schema ids are never reused for a different schema.
+//!
+//! A drop is one transaction: the record is deleted and its tombstone put, so the name is free at
+//! once while the tombstone remembers what must still be destroyed; whoever destroys the tablets
+//! (the node's cleanup pass, at any time and as often as needed) deletes the tombstone last.
 
 use super::Metadata;
 use super::read::{SCAN_PAGE, decode_all, get_record};
+use crate::alloc::{IdKind, reserve_block};
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
-use crate::kv::MetaKvExt;
+use crate::kv::{Compare, MetaKvExt, Op, Txn};
 use crate::records::TableRecord;
+use crate::value::encode;
 
 impl Metadata {
+    /// A fresh incarnation for a table about to be created: never 0 (the incarnation of tables
+    /// created before incarnations) and never handed out twice on this store.
+    pub async fn allocate_table_incarnation(&self) -> Result<u64> {
+        // Tables are created rarely: one id per round trip, none lost to unused blocks.
+        let ids = reserve_block(self.kv.as_ref(), IdKind::Table, 1).await?;
+        Ok(ids.start + 1)
+    }
+
+    /// Drops the table `name`: deletes its record and puts its tombstone
+    /// `mink/dropped/{name}@{incarnation}` in one transaction. Returns the record as it was, or
+    /// `None` when there was no such table.
+    pub async fn drop_table(&self, name: &str) -> Result<Option<TableRecord>> {
+        keys::check_segment("table", name)?;
+        let key = keys::table(name);
+        self.retry("drop table", &key, |_| {
+            let key = key.clone();
+            async move {
+                let Some((record, version)) = get_record::<TableRecord>(&self.kv.get(&key).await?)?
+                else {
+                    return Ok(Some(None));
+                };
+                let tombstone = keys::dropped(name, record.incarnation);
+                let outcome = self
+                    .kv
+                    .txn(Txn {
+                        compares: vec![Compare::version(&key, version)],
+                        on_success: vec![Op::delete(&key), Op::put(tombstone, encode(&record))],
+                    })
+                    .await?;
+                Ok(outcome.succeeded.then_some(Some(record)))
+            }
+        })
+        .await
+    }
+
+    /// The tombstones of dropped tables whose tablets may not all be destroyed yet.
+    pub async fn list_dropped_tables(&self) -> Result<Vec<TableRecord>> {
+        decode_all(&self.kv.scan_all(keys::DROPPED, SCAN_PAGE).await?)
+    }
+
+    /// Deletes the tombstone of `table` (its tablets are destroyed); returns whether it existed.
+    pub async fn delete_tombstone(&self, table: &TableRecord) -> Result<bool> {
+        keys::check_segment("table", &table.name)?;
+        self.kv
+            .delete(&keys::dropped(&table.name, table.incarnation))
+            .await
+    }
+
     /// Creates a table; fails with [`MetaError::AlreadyExists`] if the name is taken.
     pub async fn create_table(&self, table: &TableRecord) -> Result<()> {
         keys::check_segment("table", &table.name)?;
@@ -70,9 +126,52 @@ impl Metadata {
         .await
     }
 
-    /// Deletes a table record; returns whether it existed.
+    /// Deletes a table record without a tombstone; returns whether it existed. A table with
+    /// tablets is dropped with [`Metadata::drop_table`] instead.
     pub async fn delete_table(&self, name: &str) -> Result<bool> {
         keys::check_segment("table", name)?;
         self.kv.delete(&keys::table(name)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::kv::MemoryKv;
+    use crate::log::MetadataOptions;
+
+    fn table(incarnation: u64) -> TableRecord {
+        TableRecord {
+            name: "t".to_owned(),
+            schemas: [(1u16, "s".to_owned())].into(),
+            bucket_count: 1,
+            partitions: vec!["default".to_owned()],
+            incarnation,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_drop_racing_a_schema_addition_keeps_the_record_it_deleted_in_the_tombstone() {
+        let meta = Metadata::open(Arc::new(MemoryKv::new()), MetadataOptions::default())
+            .await
+            .unwrap();
+        let incarnation = meta.allocate_table_incarnation().await.unwrap();
+        assert!(incarnation > 0);
+        meta.create_table(&table(incarnation)).await.unwrap();
+        meta.add_schema("t", 2, "s2").await.unwrap();
+        let dropped = meta.drop_table("t").await.unwrap().unwrap();
+        assert_eq!(dropped.latest_schema_id(), Some(2));
+        let tombstone = meta
+            .kv
+            .get(&keys::dropped("t", incarnation))
+            .await
+            .unwrap()
+            .unwrap();
+        let stored: TableRecord = crate::value::decode(&tombstone.key, &tombstone.value).unwrap();
+        assert_eq!(stored, dropped);
+        assert!(meta.get_table("t").await.unwrap().is_none());
+        assert!(meta.drop_table("t").await.unwrap().is_none());
     }
 }

@@ -326,6 +326,17 @@ impl Engine {
         self.shared.wal.metrics()
     }
 
+    /// Why the WAL failed for good, if it has: appends are then refused until the engine is
+    /// reopened (recovery replays what landed).
+    pub fn wal_failure(&self) -> Option<Arc<wal::WalError>> {
+        self.shared.wal.failure()
+    }
+
+    /// Resolves with the cause once the WAL has failed for good (at once if it already has).
+    pub async fn wal_failed(&self) -> Arc<wal::WalError> {
+        self.shared.wal.failed().await
+    }
+
     /// Bytes appended on this node and not yet compacted.
     pub fn uncompacted_bytes(&self) -> u64 {
         self.shared.uncompacted_bytes()

@@ -219,6 +219,13 @@ async fn a_failed_put_fails_it_and_everything_after_it_but_not_before() {
         },
     );
     outcome(submit(&wal, record(1, 0, 10))).await.unwrap();
+    // Nobody waiting on the failure signal is woken while the writer is healthy.
+    let signal = tokio::spawn({
+        let wal = wal.clone();
+        async move { wal.failed().await }
+    });
+    tokio::task::yield_now().await;
+    assert!(!signal.is_finished());
     faulty.set_failure_rate(StorageOp::Put, 1.0, FaultKind::Unavailable);
     let failed = submit(&wal, record(1, 1, 10));
     let after = submit(&wal, record(2, 0, 10));
@@ -232,6 +239,14 @@ async fn a_failed_put_fails_it_and_everything_after_it_but_not_before() {
     let refused = wal.submit(record(1, 2, 10), Box::new(|_| {}));
     assert!(matches!(refused, Err(WalError::Failed { .. })));
     assert!(wal.failure().is_some());
+    let cause = tokio::time::timeout(TIMEOUT, signal)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(*cause, WalError::PutFailed { .. }), "{cause}");
+    // A waiter arriving after the failure resolves at once.
+    let again = tokio::time::timeout(TIMEOUT, wal.failed()).await.unwrap();
+    assert!(Arc::ptr_eq(&again, &cause));
 }
 
 #[tokio::test]

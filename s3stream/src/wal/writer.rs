@@ -190,6 +190,8 @@ struct Inner {
     state: Mutex<State>,
     metrics: WalMetrics,
     idle: tokio::sync::Notify,
+    /// Turns true once, when the writer fails: what a node's health check waits on.
+    failed: tokio::sync::watch::Sender<bool>,
 }
 
 /// The node's WAL writer; cheap to clone.
@@ -244,6 +246,7 @@ impl WalWriter {
                 }),
                 metrics: WalMetrics::default(),
                 idle: tokio::sync::Notify::new(),
+                failed: tokio::sync::watch::Sender::new(false),
             }),
         }
     }
@@ -327,6 +330,22 @@ impl WalWriter {
     /// The error that failed the writer, if it has failed.
     pub fn failure(&self) -> Option<Arc<WalError>> {
         self.lock().failed.clone()
+    }
+
+    /// Resolves with the cause once the writer has failed for good (at once if it already has).
+    /// A failed writer never recovers: the engine must be reopened, so this is the signal for a
+    /// node to stop serving appends and restart.
+    pub async fn failed(&self) -> Arc<WalError> {
+        let mut failed = self.inner.failed.subscribe();
+        loop {
+            if let Some(cause) = self.failure() {
+                return cause;
+            }
+            // The sender lives in `inner`, which `self` keeps alive: `changed` cannot end.
+            if failed.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// Waits until everything submitted so far is acknowledged (or failed).
@@ -535,6 +554,7 @@ impl WalWriter {
     fn fail(&self, state: &mut State, error: WalError) {
         let cause = Arc::new(error);
         state.failed = Some(cause.clone());
+        self.inner.failed.send_replace(true);
         let mut dropped = mem::take(&mut state.open).acks;
         for group in state.sealed.drain(..) {
             dropped.extend(group.acks);

@@ -110,11 +110,15 @@ pub struct LogKey {
     pub partition: String,
     /// Bucket number.
     pub bucket: u32,
+    /// The table's incarnation: a table dropped and created again under the same name has
+    /// other logs.
+    pub incarnation: u64,
 }
 
 impl std::fmt::Display for LogKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}/{}", self.table, self.partition, self.bucket)
+        let table = mink_metadata::keys::table_segment(&self.table, self.incarnation);
+        write!(f, "{table}/{}/{}", self.partition, self.bucket)
     }
 }
 
@@ -122,15 +126,18 @@ impl std::fmt::Display for LogKey {
 ///
 /// # Contract
 ///
-/// `open` creates the log's storage the first time and reopens it afterwards; the caller opens
-/// each key at most once at a time (the [`Logs`] registry sees to it). `destroy_closed` removes
-/// the storage of a log that is not open on this node (a table drop after a restart).
+/// `open` creates the log's storage the first time and reopens it afterwards, only while the
+/// table record still names the key's incarnation (else
+/// [`ApiError::TableNotFound`](crate::error::ApiError::TableNotFound)), so an open racing a drop
+/// never resurrects a log; the caller opens each key at most once at a time (the [`Logs`]
+/// registry sees to it). `destroy_closed` removes the storage of a log that is not open on this
+/// node (a dropped table's), is safe to repeat, and needs no table record.
 #[async_trait]
 pub trait LogProvider: Send + Sync + 'static {
     /// Opens (creating if needed) the log of `key`; `table` holds the table's schemas.
     async fn open(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>>;
     /// Destroys the log of `key` when it is not open.
-    async fn destroy_closed(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<()>;
+    async fn destroy_closed(&self, key: &LogKey) -> ApiResult<()>;
 }
 
 /// Compile-time check that [`LogProvider`] stays object-safe.

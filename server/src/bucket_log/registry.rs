@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
+use mink_metadata::TableRecord;
+
 use super::{BucketLog, LogKey, LogProvider, Owner};
 use crate::catalog::TableInfo;
 use crate::error::{ApiError, ApiResult};
@@ -66,9 +68,11 @@ impl Logs {
         Ok(log)
     }
 
-    /// Destroys every bucket log of `table` (open or not).
-    pub async fn destroy_table(&self, info: &Arc<TableInfo>) -> ApiResult<()> {
-        let table = info.record();
+    /// Destroys every bucket log of the (dropped) table `table`'s incarnation, open or not.
+    /// Safe to repeat after a partial run. Under the lock that opens take, so an open of the
+    /// same incarnation either finished before (and its log is destroyed here) or comes after
+    /// and finds the table record gone.
+    pub async fn destroy_table(&self, table: &TableRecord) -> ApiResult<()> {
         let _changing = self.changes.lock().await;
         for partition in &table.partitions {
             for bucket in 0..table.bucket_count {
@@ -76,11 +80,12 @@ impl Logs {
                     table: table.name.clone(),
                     partition: partition.clone(),
                     bucket,
+                    incarnation: table.incarnation,
                 };
                 let open = self.open.write().remove(&key);
                 match open {
                     Some(log) => log.destroy().await?,
-                    None => self.provider.destroy_closed(&key, info).await?,
+                    None => self.provider.destroy_closed(&key).await?,
                 }
             }
         }

@@ -49,6 +49,7 @@ impl TabletProvider {
 
 fn tablet_id(key: &LogKey) -> TabletId {
     TabletId::new(key.table.clone(), key.partition.clone(), key.bucket)
+        .with_incarnation(key.incarnation)
 }
 
 #[async_trait]
@@ -59,8 +60,16 @@ impl LogProvider for TabletProvider {
             .schemas(table.schemas.clone())
             .settings(self.settings.clone())
             .clock(self.clock.clone())
+            .require_table()
             .open_or_create()
-            .await?;
+            .await
+            .map_err(|e| match e.kind() {
+                // The table was dropped (or is another incarnation now) since it was looked up.
+                ErrorKind::NotFound => ApiError::TableNotFound {
+                    table: key.table.clone(),
+                },
+                _ => ApiError::from(e),
+            })?;
         tracing::info!(log = %key, stream = tablet.stream_id(), "tablet opened");
         Ok(Arc::new(TabletLog {
             tablet,
@@ -68,19 +77,15 @@ impl LogProvider for TabletProvider {
         }))
     }
 
-    async fn destroy_closed(&self, key: &LogKey, table: &Arc<TableInfo>) -> ApiResult<()> {
-        match Tablet::builder(tablet_id(key))
+    async fn destroy_closed(&self, key: &LogKey) -> ApiResult<()> {
+        let existed = Tablet::builder(tablet_id(key))
             .engine(self.engine.clone())
-            .schemas(table.schemas.clone())
-            .settings(self.settings.clone())
-            .clock(self.clock.clone())
-            .open()
-            .await
-        {
-            Ok(tablet) => tablet.destroy().await.map_err(ApiError::from),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e.into()),
+            .destroy()
+            .await?;
+        if existed {
+            tracing::info!(log = %key, "tablet destroyed");
         }
+        Ok(())
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! | Method | Path | What |
 //! |---|---|---|
-//! | GET | `/healthz` | liveness: 200 while serving, 503 while shutting down |
+//! | GET | `/healthz` | liveness: 200 while serving; 503 while shutting down or once the WAL failed for good (`{"status":"failing","reason"}`) |
 //! | GET | `/metrics` | Prometheus text |
 //! | POST | `/v1/tables` | create a table: `{"name", "schema": {"fields": [...]}, "buckets", "partitions"}` |
 //! | GET | `/v1/tables` | list tables |
@@ -179,9 +179,23 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
     app.with_state(core)
 }
 
+/// Liveness. 503 while shutting down, and 503 `{"status":"failing","reason"}` once the WAL has
+/// failed for good: the node can no longer take appends and is about to exit for its supervisor
+/// to restart it (whether the stores are reachable right now is readiness, not liveness).
 async fn healthz(State(core): State<Arc<NodeCore>>) -> Response {
     if core.is_shutting_down() {
         return ApiError::ShuttingDown.into_response();
+    }
+    if let Some(cause) = core.engine().wal_failure() {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({
+                "status": "failing",
+                "node_id": core.settings().node_id,
+                "reason": format!("the WAL failed for good: {cause}"),
+            })),
+        )
+            .into_response();
     }
     axum::Json(serde_json::json!({
         "status": "ok",

@@ -67,12 +67,22 @@ impl NodeBuilder {
                             .to_owned(),
                     });
                 }
+                // Boxed: the etcd client's connect is a large future.
+                let connect = Box::pin(EtcdKv::connect(
+                    &settings.metadata.etcd_endpoints,
+                    &settings.metadata.etcd_prefix,
+                ));
+                let fail = |cause: String| NodeError::Probe {
+                    what: "the metadata store",
+                    step: "connect",
+                    cause,
+                    fix: super::probe::metadata_fix(&settings),
+                };
                 Arc::new(
-                    EtcdKv::connect(
-                        &settings.metadata.etcd_endpoints,
-                        &settings.metadata.etcd_prefix,
-                    )
-                    .await?,
+                    super::probe::bounded(&settings, connect)
+                        .await
+                        .map_err(fail)?
+                        .map_err(|e| fail(e.to_string()))?,
                 )
             }
         };

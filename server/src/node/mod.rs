@@ -4,7 +4,8 @@
 //! so a test starts a node in-process on `127.0.0.1:0` against memory or local-file storage; the
 //! binary builds them from [`Settings`] with [`NodeBuilder::from_settings`].
 //!
-//! Start: open the metadata log, open the s3stream engine (which replays this node's WAL), build
+//! Start: probe the stores (`probe.rs`: a probe object written, read back and deleted in each
+//! object store, a metadata read; a failure names the setting to fix), open the metadata log, open the s3stream engine (which replays this node's WAL), build
 //! the node core over them, and start the front ends on it (the HTTP API: bind, serve).
 //! `backends.rs` builds the stores and the KV from settings. Shutdown ([`Node::shutdown`], or SIGTERM/Ctrl-C in the binary): parked
 //! long-polls and SSE streams return, the listener stops accepting, in-flight requests (appends)
@@ -12,6 +13,7 @@
 //! compacts, and the node reports how it went.
 
 mod backends;
+mod probe;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +30,9 @@ use crate::core::NodeCore;
 use crate::http;
 use crate::settings::Settings;
 
+/// The exit status of a node whose WAL failed for good (`EX_TEMPFAIL`: restart me).
+pub const EXIT_WAL_FAILED: u8 = 75;
+
 /// Why a node could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -43,6 +48,18 @@ pub enum NodeError {
     Settings {
         /// What is wrong.
         message: String,
+    },
+    /// A store failed its start-up probe.
+    #[error("{what} failed its start-up check ({step}): {cause}; {fix}")]
+    Probe {
+        /// Which store.
+        what: &'static str,
+        /// The step that failed.
+        step: &'static str,
+        /// What went wrong.
+        cause: String,
+        /// The setting to fix.
+        fix: String,
     },
     /// The object store could not be set up.
     #[error("object storage ({what}): {source}")]
@@ -144,6 +161,11 @@ impl NodeBuilder {
 
     /// Opens everything and starts serving on `settings.listen`.
     pub async fn start(self) -> Result<Node, NodeError> {
+        // Boxed: probes, recovery and the first cleanup pass make a large future.
+        Box::pin(self.start_boxed()).await
+    }
+
+    async fn start_boxed(self) -> Result<Node, NodeError> {
         let wal_store = self.wal_store.ok_or(NodeError::Missing {
             what: "an object store",
         })?;
@@ -157,6 +179,11 @@ impl NodeBuilder {
         settings
             .validate()
             .map_err(|message| NodeError::Settings { message })?;
+        probe::metadata(kv.as_ref(), &settings).await?;
+        probe::object_store(wal_store.as_ref(), probe::StoreRole::Wal, &settings).await?;
+        if let Some(data) = &self.data_store {
+            probe::object_store(data.as_ref(), probe::StoreRole::Data, &settings).await?;
+        }
         let auth = crate::auth::Authenticator::from_settings(&settings.auth)
             .map_err(|message| NodeError::Settings { message })?;
         let settings = Arc::new(settings);
@@ -184,12 +211,20 @@ impl NodeBuilder {
             engine.clone(),
             provider,
         ));
-        let server = http::start(core.clone())
-            .await
-            .map_err(|source| NodeError::Listen {
+        // Drops that stopped half-way (a crash after the tombstone) are finished before serving.
+        match core.clean_dropped_tables().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(tables = n, "finished dropping tables"),
+            Err(e) => tracing::warn!(error = %e, "cannot list dropped tables; retrying later"),
+        }
+        let background = tokio::spawn(core.clone().run_background());
+        let server = http::start(core.clone()).await.map_err(|source| {
+            background.abort();
+            NodeError::Listen {
                 addr: settings.listen,
                 source,
-            })?;
+            }
+        })?;
         let addr = server.addr;
         crate::auth::warn_if_open(core.authenticator(), addr);
         tracing::info!(
@@ -204,6 +239,7 @@ impl NodeBuilder {
             core,
             engine,
             server: Some(server.task),
+            background,
         })
     }
 }
@@ -214,6 +250,8 @@ pub struct Node {
     core: Arc<NodeCore>,
     engine: Engine,
     server: Option<JoinHandle<std::io::Result<()>>>,
+    /// The core's background work (dropped-table cleanup); stops with the shutdown signal.
+    background: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Node {
@@ -245,6 +283,25 @@ impl Node {
         &self.engine
     }
 
+    /// Why the node can no longer serve appends, if it cannot: its WAL failed for good.
+    pub fn failure(&self) -> Option<String> {
+        self.engine.wal_failure().map(|cause| cause.to_string())
+    }
+
+    /// Resolves with the reason once the node can no longer serve appends (its WAL failed for
+    /// good). The binary then exits with [`EXIT_WAL_FAILED`] after
+    /// `node.exit_delay_on_wal_failure_ms`, so a supervisor restarts it and the restart replays
+    /// the WAL; nothing acknowledged is lost.
+    pub fn failed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let engine = self.engine.clone();
+        async move { engine.wal_failed().await.to_string() }
+    }
+
+    /// The node's settings.
+    pub fn settings(&self) -> &Settings {
+        self.core.settings()
+    }
+
     /// Stops gracefully: parked readers return, the listener stops, in-flight requests finish
     /// (up to `http.shutdown_grace`), tablets are closed and the engine flushes.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
@@ -259,6 +316,8 @@ impl Node {
                 Err(_) => tracing::warn!(?grace, "requests still in flight after the grace period"),
             }
         }
+        // A cleanup pass in progress would race the tablets' close.
+        self.background.abort();
         let closed = self.core.logs().close_all().await;
         tracing::info!("tablets closed; flushing the engine");
         let flushed = self.engine.shutdown().await;
@@ -276,6 +335,12 @@ impl Node {
             server.abort();
         }
         self.core.shutdown_signal().cancel();
+        self.background.abort();
         self.engine.abort();
+    }
+
+    /// The node core (tests drive its background passes directly).
+    pub fn core(&self) -> &Arc<NodeCore> {
+        &self.core
     }
 }

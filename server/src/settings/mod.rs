@@ -40,6 +40,11 @@
 //! max_rows_per_request = 1048576
 //! max_writers = 10000
 //! ...
+//!
+//! [node]
+//! probe_timeout_ms = 10000
+//! exit_delay_on_wal_failure_ms = 2000
+//! drop_cleanup_interval_ms = 10000
 //! ```
 
 mod auth;
@@ -47,6 +52,7 @@ mod body_limits;
 mod chaos;
 mod http;
 mod limits;
+mod node;
 mod storage;
 mod tablet;
 mod tls;
@@ -63,6 +69,7 @@ pub use body_limits::BodyLimits;
 pub use chaos::ChaosSettings;
 pub use http::HttpSettings;
 pub use limits::LimitsSettings;
+pub use node::NodeSettings;
 pub use storage::{MetadataBackend, MetadataSettings, StorageBackend, StorageSettings};
 pub use tablet::TabletSettings;
 pub use tls::TlsSettings;
@@ -90,6 +97,8 @@ pub struct Settings {
     pub limits: LimitsSettings,
     /// Bearer tokens and their scopes; none: no access control.
     pub auth: AuthSettings,
+    /// The node's lifecycle: start-up probes, exit after a WAL failure, dropped-table cleanup.
+    pub node: NodeSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
     /// Every tablet's limits and cadences (rows, writers, request size, snapshots).
@@ -112,6 +121,7 @@ impl Default for Settings {
             http: HttpSettings::default(),
             limits: LimitsSettings::default(),
             auth: AuthSettings::default(),
+            node: NodeSettings::default(),
             engine: EngineSettings::default(),
             tablet: TabletSettings::default(),
             chaos: None,
@@ -157,6 +167,7 @@ impl Settings {
         self.limits.validate()?;
         self.auth.validate()?;
         tablet::validate(&self.tablet)?;
+        self.node.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }

@@ -116,7 +116,7 @@ impl Tablet {
         let id = &inner.id;
         inner
             .metadata
-            .delete_writer_snapshot(&id.table, &id.partition, id.bucket)
+            .delete_writer_snapshot(&id.table_segment(), &id.partition, id.bucket)
             .await
             .map_err(|e| TabletError::metadata(&inner.name, "delete the writer snapshot", e))?;
         inner
@@ -146,7 +146,7 @@ async fn put_snapshot_fenced(
     snapshot: &WriterSnapshot,
 ) -> Result<()> {
     let stream_key = mink_metadata::keys::stream(stream_id);
-    let writer_key = mink_metadata::keys::writer(&id.table, &id.partition, id.bucket);
+    let writer_key = id.writer_key();
     let value = mink_metadata::value::encode(snapshot);
     let meta = |e| TabletError::metadata(name, "write the writer snapshot", e);
     for _ in 0..16 {

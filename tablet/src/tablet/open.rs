@@ -1,11 +1,12 @@
-//! Opening a tablet: the builder, the registry lookup or creation, and the replay of the log into
-//! the writer windows from the snapshot's offset.
+//! Opening a tablet: the builder, the registry lookup or creation (guarded, for a table's tablets,
+//! by the table record's incarnation), the replay of the log into the writer windows from the
+//! snapshot's offset, and the destruction of a tablet that is not open (a dropped table's).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use mink_metadata::{CasOutcome, MetaKvExt, Metadata};
+use mink_metadata::{Compare, Metadata, Op, StreamState, TableRecord, Txn};
 use mink_s3stream::ReadBound;
 use mink_s3stream::engine::Engine;
 
@@ -26,6 +27,7 @@ pub struct TabletBuilder {
     clock: Arc<dyn Clock>,
     settings: TabletSettings,
     layer: Option<StreamLayer>,
+    require_table: bool,
 }
 
 impl std::fmt::Debug for TabletBuilder {
@@ -62,6 +64,15 @@ impl TabletBuilder {
         self
     }
 
+    /// Opens (and creates) the tablet only while the table record `mink/tables/{table}` exists
+    /// and names this id's incarnation; otherwise fails with [`TabletError::NotFound`]. A new
+    /// registry entry is written in one transaction with a compare on that record, so an open
+    /// racing a table drop can never register a tablet of the dropped incarnation.
+    pub fn require_table(mut self) -> Self {
+        self.require_table = true;
+        self
+    }
+
     /// Wraps the opened stream (tests and instrumentation).
     pub fn stream_layer(mut self, layer: StreamLayer) -> Self {
         self.layer = Some(layer);
@@ -84,6 +95,56 @@ impl TabletBuilder {
         self.open_mode(Mode::OpenOrCreate).await
     }
 
+    /// Destroys the tablet without opening it (no replay, no schemas needed): its stream is
+    /// opened, which fences any other owner, and deleted; then its writer snapshot and its
+    /// registry entry go, the entry last so that a run stopped half-way is finished by the next
+    /// (a stream already deleted is skipped). Returns whether the tablet existed.
+    pub async fn destroy(self) -> Result<bool> {
+        self.id.check()?;
+        let name = self.id.to_string();
+        let engine = self.engine.ok_or_else(|| TabletError::InvalidRequest {
+            reason: "the tablet builder needs an engine".to_owned(),
+        })?;
+        let metadata = engine.metadata().clone();
+        let key = self.id.registry_key();
+        let name = name.as_str();
+        let meta = |operation| move |e| TabletError::metadata(name, operation, e);
+        let existing = metadata
+            .kv()
+            .get(&key)
+            .await
+            .map_err(meta("read the tablet registry"))?;
+        if let Some(existing) = &existing {
+            let stream_id = registry::decode(&key, &existing.value)?;
+            let record = metadata
+                .get_stream(stream_id)
+                .await
+                .map_err(meta("read the stream record"))?;
+            if record.is_some_and(|r| r.state != StreamState::Deleted) {
+                let stream = engine
+                    .open_stream(stream_id)
+                    .await
+                    .map_err(|e| TabletError::stream(name, "open", e))?;
+                stream
+                    .destroy()
+                    .await
+                    .map_err(|e| TabletError::stream(name, "destroy", e))?;
+            }
+        }
+        metadata
+            .delete_writer_snapshot(&self.id.table_segment(), &self.id.partition, self.id.bucket)
+            .await
+            .map_err(meta("delete the writer snapshot"))?;
+        if existing.is_some() {
+            metadata
+                .kv()
+                .delete(&key)
+                .await
+                .map_err(meta("delete the registry entry"))?;
+        }
+        Ok(existing.is_some())
+    }
+
     async fn open_mode(self, mode: Mode) -> Result<Tablet> {
         self.id.check()?;
         let name = self.id.to_string();
@@ -94,6 +155,11 @@ impl TabletBuilder {
         let schemas = self.schemas.ok_or_else(|| missing("schemas"))?;
         let metadata = engine.metadata().clone();
         let key = self.id.registry_key();
+        let guard = if self.require_table {
+            Some(table_guard(&metadata, &self.id, &name).await?)
+        } else {
+            None
+        };
         let existing = metadata
             .kv()
             .get(&key)
@@ -103,7 +169,7 @@ impl TabletBuilder {
             (Some(_), Mode::Create) => return Err(TabletError::AlreadyExists { tablet: name }),
             (Some(kv), _) => registry::decode(&key, &kv.value)?,
             (None, Mode::Open) => return Err(TabletError::NotFound { tablet: name }),
-            (None, _) => register(&engine, &key, &name, mode).await?,
+            (None, _) => register(&engine, &self.id, &key, &name, mode, guard).await?,
         };
         let stream = engine
             .open_stream(stream_id)
@@ -132,35 +198,96 @@ enum Mode {
     OpenOrCreate,
 }
 
+/// How often a registration re-reads the table record after it changed under it (a schema
+/// version added) before giving up.
+const GUARD_ATTEMPTS: u32 = 16;
+
+/// The version of the table record when it still names `id`'s incarnation; `NotFound` when the
+/// table is gone or is another incarnation now (dropped, perhaps created again).
+async fn table_guard(metadata: &Metadata, id: &TabletId, name: &str) -> Result<u64> {
+    let table_key = mink_metadata::keys::table(&id.table);
+    let current = metadata
+        .kv()
+        .get(&table_key)
+        .await
+        .map_err(|e| TabletError::metadata(name, "read the table record", e))?;
+    let not_found = || TabletError::NotFound {
+        tablet: name.to_owned(),
+    };
+    let Some(current) = current else {
+        return Err(not_found());
+    };
+    let record: TableRecord = mink_metadata::value::decode(&current.key, &current.value)
+        .map_err(|e| TabletError::metadata(name, "read the table record", e))?;
+    if record.incarnation != id.incarnation {
+        return Err(not_found());
+    }
+    Ok(current.version)
+}
+
 /// Creates a stream and registers it under `key`; on a lost race, uses (or refuses) the winner's.
-async fn register(engine: &Engine, key: &str, name: &str, mode: Mode) -> Result<u64> {
+/// With a `guard` (the table record's version), the registry entry is written only while the
+/// table record is still at a version naming this incarnation.
+async fn register(
+    engine: &Engine,
+    id: &TabletId,
+    key: &str,
+    name: &str,
+    mode: Mode,
+    mut guard: Option<u64>,
+) -> Result<u64> {
     let record = engine
         .create_stream()
         .await
         .map_err(|e| TabletError::stream(name, "create", e))?;
-    let outcome = engine
-        .metadata()
-        .kv()
-        .compare_and_swap(key, 0, Some(Bytes::from(registry::encode(record.id))))
-        .await
-        .map_err(|e| TabletError::metadata(name, "register the tablet", e))?;
-    match outcome {
-        CasOutcome::Swapped { .. } => Ok(record.id),
-        CasOutcome::Conflict { current } => {
+    let kv = engine.metadata().kv();
+    let value = Bytes::from(registry::encode(record.id));
+    let table_key = mink_metadata::keys::table(&id.table);
+    for _ in 0..GUARD_ATTEMPTS {
+        let mut compares = vec![Compare::absent(key)];
+        if let Some(version) = guard {
+            compares.push(Compare::version(&table_key, version));
+        }
+        let outcome = kv
+            .txn(Txn {
+                compares,
+                on_success: vec![Op::put(key, value.clone())],
+            })
+            .await
+            .map_err(|e| TabletError::metadata(name, "register the tablet", e))?;
+        if outcome.succeeded {
+            return Ok(record.id);
+        }
+        let current = kv
+            .get(key)
+            .await
+            .map_err(|e| TabletError::metadata(name, "read the tablet registry", e))?;
+        if let Some(current) = current {
             // The stream we created stays empty and closed: nothing refers to it.
             tracing::warn!(
                 tablet = name,
                 stream = record.id,
                 "lost a tablet creation race"
             );
-            match (current, mode) {
-                (Some(kv), Mode::OpenOrCreate) => registry::decode(key, &kv.value),
-                _ => Err(TabletError::AlreadyExists {
+            return match mode {
+                Mode::OpenOrCreate => registry::decode(key, &current.value),
+                Mode::Create | Mode::Open => Err(TabletError::AlreadyExists {
                     tablet: name.to_owned(),
                 }),
-            }
+            };
         }
+        // The table record changed: still this incarnation (a schema added) or dropped.
+        guard = Some(table_guard(engine.metadata(), id, name).await?);
     }
+    Err(TabletError::Metadata {
+        tablet: name.to_owned(),
+        operation: "register the tablet",
+        source: Arc::new(mink_metadata::MetaError::Contended {
+            operation: "register the tablet",
+            key: key.to_owned(),
+            attempts: GUARD_ATTEMPTS,
+        }),
+    })
 }
 
 impl Tablet {
@@ -173,6 +300,7 @@ impl Tablet {
             clock: Arc::new(SystemClock),
             settings: TabletSettings::default(),
             layer: None,
+            require_table: false,
         }
     }
 
@@ -190,7 +318,7 @@ impl Tablet {
         let name = id.to_string();
         let ttl_ms = i64::try_from(settings.writer_ttl.as_millis()).unwrap_or(i64::MAX);
         let snapshot = metadata
-            .get_writer_snapshot(&id.table, &id.partition, id.bucket)
+            .get_writer_snapshot(&id.table_segment(), &id.partition, id.bucket)
             .await
             .map_err(|e| TabletError::metadata(&name, "read the writer snapshot", e))?;
         let offsets = stream.offsets();
@@ -199,7 +327,7 @@ impl Tablet {
             Some(s) if s.offset <= offsets.confirm => {
                 let (windows, ts) =
                     snapshot::decode(&s.data).map_err(|reason| TabletError::CorruptMetadata {
-                        key: mink_metadata::keys::writer(&id.table, &id.partition, id.bucket),
+                        key: id.writer_key(),
                         reason,
                     })?;
                 (windows, ts, s.offset.max(offsets.start))

@@ -81,6 +81,7 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
         schemas: [(1u16, "{\"fields\":[]}".to_owned())].into(),
         bucket_count: 8,
         partitions: vec!["default".into()],
+        incarnation: 0,
     };
     meta.create_table(&table).await.unwrap();
     assert_eq!(
@@ -118,6 +119,33 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
     assert_eq!(meta.list_tables().await.unwrap().len(), 1);
     assert!(meta.delete_table("orders").await.unwrap());
     assert_eq!(meta.get_table("orders").await.unwrap(), None);
+
+    // A drop deletes the record and leaves its tombstone in one step; incarnations never repeat.
+    let first = meta.allocate_table_incarnation().await.unwrap();
+    let second = meta.allocate_table_incarnation().await.unwrap();
+    assert!(first > 0 && second > first, "{first} {second}");
+    let table = TableRecord {
+        incarnation: first,
+        ..table
+    };
+    meta.create_table(&table).await.unwrap();
+    assert_eq!(
+        meta.drop_table("orders").await.unwrap().as_ref(),
+        Some(&table)
+    );
+    assert_eq!(meta.get_table("orders").await.unwrap(), None);
+    assert_eq!(meta.drop_table("orders").await.unwrap(), None);
+    assert_eq!(meta.list_dropped_tables().await.unwrap(), [table.clone()]);
+    // The name is free at once for a new incarnation.
+    let again = TableRecord {
+        incarnation: second,
+        ..table.clone()
+    };
+    meta.create_table(&again).await.unwrap();
+    assert!(meta.delete_tombstone(&table).await.unwrap());
+    assert!(!meta.delete_tombstone(&table).await.unwrap());
+    assert!(meta.list_dropped_tables().await.unwrap().is_empty());
+    assert_eq!(meta.get_table("orders").await.unwrap(), Some(again));
 }
 
 pub(super) async fn node_registrations_expire(f: Fixture) {

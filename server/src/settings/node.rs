@@ -1,0 +1,111 @@
+//! `[node]`: the node's own lifecycle: the start-up probes, what it does once its WAL has failed,
+//! and the cadence of the background cleanup of dropped tables.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Lifecycle timings of a node. Durations are whole milliseconds in files (the `_ms` keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeSettings {
+    /// How long each start-up probe (object store write, read back and delete; metadata read) may
+    /// take before the node gives up starting (`probe_timeout_ms`). Default 10 s.
+    #[serde(rename = "probe_timeout_ms", with = "mink_runtime::duration_ms")]
+    pub probe_timeout: Duration,
+    /// Once the WAL has failed for good, how long the node keeps answering (`/healthz` 503, appends
+    /// 503) before it exits with status 75 so its supervisor restarts it
+    /// (`exit_delay_on_wal_failure_ms`). Default 2 s.
+    #[serde(
+        rename = "exit_delay_on_wal_failure_ms",
+        with = "mink_runtime::duration_ms"
+    )]
+    pub exit_delay_on_wal_failure: Duration,
+    /// Interval of the pass that destroys the tablets of dropped tables and then their tombstones
+    /// (`drop_cleanup_interval_ms`); one pass also runs at start. Default 10 s.
+    #[serde(
+        rename = "drop_cleanup_interval_ms",
+        with = "mink_runtime::duration_ms"
+    )]
+    pub drop_cleanup_interval: Duration,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        NodeSettings {
+            probe_timeout: Duration::from_secs(10),
+            exit_delay_on_wal_failure: Duration::from_secs(2),
+            drop_cleanup_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Longest delay accepted before exiting after a WAL failure: a node that has stopped taking
+/// appends should not linger for more than a few minutes.
+const MAX_EXIT_DELAY: Duration = Duration::from_secs(600);
+
+impl NodeSettings {
+    /// Refuses zero and absurd values, naming the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("node.probe_timeout_ms", self.probe_timeout),
+            ("node.drop_cleanup_interval_ms", self.drop_cleanup_interval),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        if self.exit_delay_on_wal_failure > MAX_EXIT_DELAY {
+            return Err(format!(
+                "node.exit_delay_on_wal_failure_ms must be at most {}",
+                MAX_EXIT_DELAY.as_millis()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_and_absurd_values_are_refused_naming_the_setting() {
+        assert_eq!(NodeSettings::default().validate(), Ok(()));
+        let zero_probe = NodeSettings {
+            probe_timeout: Duration::ZERO,
+            ..NodeSettings::default()
+        };
+        assert!(
+            zero_probe
+                .validate()
+                .unwrap_err()
+                .contains("node.probe_timeout_ms")
+        );
+        let zero_cleanup = NodeSettings {
+            drop_cleanup_interval: Duration::ZERO,
+            ..NodeSettings::default()
+        };
+        assert!(
+            zero_cleanup
+                .validate()
+                .unwrap_err()
+                .contains("node.drop_cleanup_interval_ms")
+        );
+        let long_delay = NodeSettings {
+            exit_delay_on_wal_failure: Duration::from_secs(3600),
+            ..NodeSettings::default()
+        };
+        assert!(
+            long_delay
+                .validate()
+                .unwrap_err()
+                .contains("node.exit_delay_on_wal_failure_ms")
+        );
+        // Exiting at once is a valid choice.
+        let at_once = NodeSettings {
+            exit_delay_on_wal_failure: Duration::ZERO,
+            ..NodeSettings::default()
+        };
+        assert_eq!(at_once.validate(), Ok(()));
+    }
+}
