@@ -70,6 +70,7 @@ struct SettingsFlags {
     http: HttpFlags,
     #[command(flatten)]
     auth: AuthFlags,
+    #[command(flatten)]
     tablet: TabletFlags,
 }
 
