@@ -5,7 +5,8 @@
 //! Included by `server/tests/http_embedded.rs` and `tests/tests/http_s3_etcd.rs`. The files:
 //! `harness` (the node and the HTTP calls the tests repeat), `data` (the rows written and read),
 //! then one file per concept under test: `tables`, `append`, `writers`, `read`, `sse`, `errors`
-//! (table-driven), `node` (restart, health, metrics, shutdown).
+//! (table-driven), `node` (restart, health, metrics, shutdown), `edge` (the serving loop's
+//! limits and timeouts, against raw TCP clients).
 
 #![allow(
     dead_code,
@@ -16,6 +17,7 @@
 
 mod append;
 mod data;
+mod edge;
 mod errors;
 mod harness;
 mod node;
@@ -25,6 +27,10 @@ mod tables;
 mod writers;
 
 pub use append::append_and_read_each_format;
+pub use edge::{
+    body_limits_per_format, connection_limits, header_and_idle_timeouts, host_allowlist,
+    request_budget_answers_503, write_timeout_cuts_off_a_client_that_stops_reading,
+};
 pub use errors::{error_cases, rate_limit};
 pub use harness::{Backend, embedded};
 pub use node::{health_metrics_and_shutdown, restart_reads_everything_back};
@@ -40,7 +46,9 @@ macro_rules! http_suite {
             tables_lifecycle, append_and_read_each_format, projection, tail_reads_and_long_poll,
             sse_with_client_library, sse_with_curl, idempotent_retries, error_cases,
             offsets_and_timestamps, restart_reads_everything_back, health_metrics_and_shutdown,
-            rate_limit);
+            rate_limit, connection_limits, header_and_idle_timeouts,
+            write_timeout_cuts_off_a_client_that_stops_reading, body_limits_per_format,
+            request_budget_answers_503, host_allowlist);
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
         $(
