@@ -1,6 +1,8 @@
-//! Reading an append's body within its limit and the node's request budget.
+//! Reading a request's body within its limit and the node's request budget.
 //!
-//! The limit is the one of the request's format (`[http.body]`). A body whose length is known
+//! The limit of an append is the one of its format (`[http.body]`); every other request's body
+//! (the JSON of the control routes) is read by the middleware [`bounded_json`] within
+//! `http.body.max_json_bytes` before its handler parses it. A body whose length is known
 //! (`Content-Length`) and over the limit is refused before a byte of it is read; a chunked body
 //! is cut as soon as it passes the limit (413 `payload_too_large` either way). The bytes are
 //! reserved against the budget ([`super::budget`]) before they are buffered, so a request the
@@ -11,6 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use http_body_util::BodyExt;
 
@@ -64,6 +70,37 @@ pub(crate) async fn read(
         buffer.extend_from_slice(&data);
     }
     Ok((buffer.freeze(), permit))
+}
+
+/// The state of [`bounded_json`].
+#[derive(Debug)]
+pub(super) struct JsonBodies {
+    pub(super) limit: usize,
+    pub(super) budget: Arc<Budget>,
+    pub(super) stall: Duration,
+}
+
+/// The middleware of every route but the append: reads the body within the JSON limit and the
+/// budget (413 or 503 at once), holds its bytes while the handler runs.
+pub(super) async fn bounded_json(
+    State(bodies): State<Arc<JsonBodies>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() == Method::POST && request.uri().path().ends_with("/records") {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    match read(body, bodies.limit, &bodies.budget, bodies.stall).await {
+        Ok((bytes, permit)) => {
+            let response = next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+            drop(permit);
+            response
+        }
+        Err(error) => error.into_response(),
+    }
 }
 
 #[cfg(test)]

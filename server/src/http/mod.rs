@@ -25,9 +25,9 @@
 //! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
 //! events), `parked` (the limits on parked long-polls and open SSE streams), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
 //! `rate_limit` (the token bucket in front of `/v1`). The middleware is layered in one place,
-//! [`router`]: the `Host` allowlist, the JSON body limit (axum's, `http.body.max_json_bytes`;
-//! appends read their body through `body` with their format's limit), the rate limit, the
-//! request log (tower-http's trace).
+//! [`router`]: the `Host` allowlist, the budget and body limits (`body`: appends read their
+//! body with their format's limit, every other route within `http.body.max_json_bytes`), the
+//! rate limit, the request log (tower-http's trace).
 
 mod auth;
 mod body;
@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
@@ -101,6 +101,7 @@ pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
 /// The router of the whole API, with its middleware.
 pub(crate) fn router(core: Arc<NodeCore>) -> Router {
     let http = &core.settings().http;
+    let budget = budget::Budget::new(http.max_inflight_request_bytes, core.metrics().clone());
     let v1 = Router::new()
         .route("/tables", post(tables::create).get(tables::list))
         .route(
@@ -118,8 +119,18 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             get(records::offsets),
         )
         .route("/tables/{table}/buckets/{bucket}/trim", post(records::trim))
-        // Innermost first: each request is logged (method, path, status, micros) at debug
-        // level once admitted by the rate limit; bodies are bounded before anything reads them.
+        // Innermost first: bodies are bounded before anything reads them (appends by their
+        // format's limit, the rest by the JSON limit), within the budget; each request is
+        // logged (method, path, status, micros) at debug level once admitted by the rate limit.
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(body::JsonBodies {
+                limit: http.body.max_json_bytes,
+                budget: budget.clone(),
+                stall: http.idle_timeout,
+            }),
+            body::bounded_json,
+        ))
+        .layer(Extension(budget))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &axum::http::Request<Body>| {
@@ -151,14 +162,9 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             ),
             rate_limit::admit,
         ))
-        .layer(DefaultBodyLimit::max(http.body.max_json_bytes))
         .layer(axum::Extension(parked::ParkedReads::new(
             http.max_parked_reads,
             http.max_parked_reads_per_client,
-            core.metrics().clone(),
-        )))
-        .layer(Extension(budget::Budget::new(
-            http.max_inflight_request_bytes,
             core.metrics().clone(),
         )));
     let app = Router::new()

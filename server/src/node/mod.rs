@@ -273,9 +273,10 @@ impl Node {
         self.addr
     }
 
-    /// `http://{addr}`.
+    /// `http://{addr}`, or `https://{addr}` when the API is served over TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let tls = self.core.settings().http.tls.enabled();
+        format!("{}://{}", if tls { "https" } else { "http" }, self.addr)
     }
 
     /// The node's stream engine.

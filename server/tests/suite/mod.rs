@@ -7,7 +7,8 @@
 //! then one file per concept under test: `tables`, `schemas` (types and `[limits]`), `append`,
 //! `writers`, `read`, `sse`, `errors` (table-driven), `node` (restart, health, metrics, shutdown),
 //! `bounds` (the render bound, append decoding bounds, parked-read limits), `access` (tokens and
-//! scopes, the writer-id rule, explicit Content-Type).
+//! scopes, the writer-id rule, explicit Content-Type), `edge` (the serving loop's limits and
+//! timeouts, against raw TCP clients).
 
 #![allow(
     dead_code,
@@ -20,6 +21,7 @@ mod access;
 mod append;
 mod bounds;
 mod data;
+mod edge;
 mod errors;
 mod harness;
 mod node;
@@ -32,6 +34,10 @@ mod writers;
 pub use access::{access_control, open_without_tokens, writer_ids_and_content_types};
 pub use append::append_and_read_each_format;
 pub use bounds::{append_decoding_bounds, parked_read_limits, read_render_bound};
+pub use edge::{
+    body_limits_per_format, connection_limits, header_and_idle_timeouts, host_allowlist,
+    request_budget_answers_503, write_timeout_cuts_off_a_client_that_stops_reading,
+};
 pub use errors::{error_cases, rate_limit};
 pub use harness::{Backend, embedded};
 pub use node::{health_metrics_and_shutdown, restart_reads_everything_back};
@@ -52,7 +58,9 @@ macro_rules! http_suite {
             offsets_and_timestamps, restart_reads_everything_back, health_metrics_and_shutdown,
             rate_limit, read_render_bound, append_decoding_bounds, parked_read_limits,
             every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits,
-            access_control, open_without_tokens, writer_ids_and_content_types);
+            access_control, open_without_tokens, writer_ids_and_content_types, connection_limits, header_and_idle_timeouts,
+            write_timeout_cuts_off_a_client_that_stops_reading, body_limits_per_format,
+            request_budget_answers_503, host_allowlist);
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
         $(

@@ -39,6 +39,8 @@ impl NodeProcess {
         if self.store == Store::S3Standard {
             let _ = writeln!(c, "[chaos]\nlatency_profile = \"s3-standard\"");
         }
+        // Every writer of the run connects from this one address; item 2 runs 1000 at once.
+        let _ = writeln!(c, "[http]\nmax_connections_per_client = 10000");
         c
     }
 

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mink_s3stream::engine::EngineSettings;
+use mink_server::settings::HttpSettings;
 
 use crate::node::proc_kib;
 use crate::raw::raw_put_throughput;
@@ -16,6 +17,7 @@ use crate::{GROUP_ROWS, MINK_BATCHES};
 
 use super::Bench;
 use crate::Error;
+use crate::client::Client;
 
 impl Bench {
     /// Items 2 and 7: group commit with 1, 100 and 1000 buckets; the node's peak RSS.
@@ -27,13 +29,22 @@ impl Bench {
         let body = mink_batch(GROUP_ROWS)?;
         let pid = self.node.pid().ok_or("the node is not running")?;
         let peak_rss = Arc::new(AtomicU64::new(0));
+        let peak_inflight = Arc::new(AtomicU64::new(0));
         let sampling = Arc::new(AtomicBool::new(true));
         let sampler = {
-            let (peak, sampling) = (peak_rss.clone(), sampling.clone());
+            let (peak, inflight, sampling) =
+                (peak_rss.clone(), peak_inflight.clone(), sampling.clone());
+            let client = Client {
+                http: self.client.http.clone(),
+                url: self.client.url.clone(),
+            };
             tokio::spawn(async move {
                 while sampling.load(Ordering::Relaxed) {
                     if let Some(kib) = proc_kib(pid, "VmRSS:") {
                         peak.fetch_max(kib, Ordering::Relaxed);
+                    }
+                    if let Ok(bytes) = client.metric("http_inflight_request_bytes").await {
+                        inflight.fetch_max(bytes as u64, Ordering::Relaxed);
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
@@ -114,10 +125,12 @@ impl Bench {
         let hwm = proc_kib(pid, "VmHWM:").unwrap_or(0);
         let settings = EngineSettings::default();
         let mib = |b: u64| b >> 20;
+        let request_budget = HttpSettings::default().max_inflight_request_bytes as u64;
         let budget = settings.cache.tail.capacity_bytes
             + settings.cache.block.memory_bytes
             + settings.cache.block.index_capacity_bytes
-            + settings.max_uncompacted_bytes;
+            + settings.max_uncompacted_bytes
+            + request_budget;
         let _ = write!(
             self.report.rss_md,
             "### 7. Peak RSS of the node (a fresh life of the node running item 2)\n\n\
@@ -128,17 +141,21 @@ impl Bench {
              | block cache memory budget (`engine.cache.block.memory_bytes`) | {} |\n\
              | object index cache budget (`engine.cache.block.index_capacity_bytes`) | {} |\n\
              | max uncompacted bytes (`engine.max_uncompacted_bytes`) | {} |\n\
+             | request bytes in flight budget (`http.max_inflight_request_bytes`) | {} |\n\
+             | highest request bytes in flight sampled (`mink_http_inflight_request_bytes`) | {} |\n\
              | sum of the budgets | {} |\n\n\
              Peak RSS is {:.0}% of the sum of the budgets (defaults; the node ran with no cache \
              settings). The WAL's log cache holds uncompacted data, so it is bounded by max \
-             uncompacted bytes; request bodies in flight (writers x {} KiB) and the HTTP and \
-             Arrow buffers come on top.\n\n",
+             uncompacted bytes; request bodies in flight (writers x {} KiB) are bounded by the \
+             request budget; the HTTP and Arrow buffers come on top.\n\n",
             hwm >> 10,
             peak_rss.load(Ordering::Relaxed) >> 10,
             mib(settings.cache.tail.capacity_bytes),
             mib(settings.cache.block.memory_bytes),
             mib(settings.cache.block.index_capacity_bytes),
             mib(settings.max_uncompacted_bytes),
+            mib(request_budget),
+            mib(peak_inflight.load(Ordering::Relaxed)),
             mib(budget),
             100.0 * (hwm << 10) as f64 / budget as f64,
             body.len() >> 10,
