@@ -28,8 +28,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 /// Whether the generators include the two invalid appends that only a full validation of the
-/// Arrow body refuses: a header without its body, and a forged `record_count`. Until the tablet
-/// decodes every appended batch (issue 14), both are acknowledged and this test fails on them.
+/// Arrow body refuses: a header without its body, and a forged `record_count`. The tablet decodes
+/// every appended batch, so both are refused; turning this off narrows the test to header checks.
 const HEADER_ONLY_AND_FORGED_COUNT: bool = true;
 
 /// Cases, and steps per case: enough to reach trims between retries, small enough to run in
