@@ -228,8 +228,13 @@ async fn a_forged_record_count_does_not_move_the_high_watermark() {
 #[tokio::test]
 async fn a_body_of_a_different_schema_is_refused() {
     let node = Node::start("").await;
-    node.create_table("other", json!([{"name": "x", "type": "float64"}]))
-        .await;
+    // The batch holds two columns; this table has three, so its body cannot decode here.
+    node.create_table(
+        "other",
+        json!([{"name": "x", "type": "float64"}, {"name": "y", "type": "utf8"},
+               {"name": "z", "type": "utf8"}]),
+    )
+    .await;
     let r = node.append("other", MINK_BATCHES, one_row_batch()).await;
     expect_error(r, StatusCode::BAD_REQUEST, "invalid_batch").await;
     assert_eq!(node.high_watermark("other").await, 0);
@@ -406,7 +411,7 @@ async fn table_shape_limits_are_enforced() {
 
 #[tokio::test]
 async fn rows_over_the_request_limit_are_refused() {
-    let node = Node::start("[tablet]\nmax_rows_per_request = 10\n").await;
+    let node = Node::start("[tablet]\nmax_rows_per_batch = 10\nmax_rows_per_request = 10\n").await;
     let before = node.high_watermark("kept").await;
     let rows: String = (0..11).map(|i| format!("{{\"id\":{i}}}\n")).collect();
     let r = node.append("kept", NDJSON, rows.into_bytes()).await;
@@ -467,8 +472,8 @@ async fn a_new_writer_past_the_cap_is_refused_and_known_writers_go_on() {
 
 #[tokio::test]
 async fn tokens_gate_every_route_but_healthz() {
-    let node_config = "[auth]\n[[auth.tokens]]\ntoken = \"writer-secret\"\nscope = \"write\"\n\
-                       [[auth.tokens]]\ntoken = \"reader-secret\"\nscope = \"read\"\n";
+    let node_config = "[auth]\n[[auth.tokens]]\ntoken = \"writer-secret-0123456789\"\nscope = \"write\"\n\
+                       [[auth.tokens]]\ntoken = \"reader-secret-0123456789\"\nscope = \"read\"\n";
     // The kept table is written with the write token, so start by hand.
     let dir = tempfile::tempdir().expect("temporary folder");
     let mut process = NodeProcess::new(&node_binary(), dir.path()).expect("a free port");
@@ -499,7 +504,7 @@ async fn tokens_gate_every_route_but_healthz() {
     expect_error(r, StatusCode::UNAUTHORIZED, "unauthorized").await;
     let r = http
         .post(format!("{url}/v1/tables"))
-        .bearer_auth("reader-secret")
+        .bearer_auth("reader-secret-0123456789")
         .json(&create)
         .send()
         .await
@@ -507,7 +512,7 @@ async fn tokens_gate_every_route_but_healthz() {
     expect_error(r, StatusCode::FORBIDDEN, "forbidden").await;
     let r = http
         .post(format!("{url}/v1/tables"))
-        .bearer_auth("writer-secret")
+        .bearer_auth("writer-secret-0123456789")
         .json(&create)
         .send()
         .await
@@ -515,7 +520,7 @@ async fn tokens_gate_every_route_but_healthz() {
     assert_eq!(r.status(), StatusCode::CREATED);
     let r = http
         .post(format!("{url}/v1/tables/kept/buckets/0/records"))
-        .bearer_auth("writer-secret")
+        .bearer_auth("writer-secret-0123456789")
         .header("content-type", NDJSON)
         .body("{\"id\":1}\n")
         .send()
@@ -524,7 +529,7 @@ async fn tokens_gate_every_route_but_healthz() {
     assert_eq!(r.status(), StatusCode::OK);
     let r = http
         .get(format!(
-            "{url}/v1/tables/kept/buckets/0/records?access_token=reader-secret"
+            "{url}/v1/tables/kept/buckets/0/records?access_token=reader-secret-0123456789"
         ))
         .send()
         .await
@@ -538,7 +543,10 @@ async fn tokens_gate_every_route_but_healthz() {
         .expect("healthz");
     assert_eq!(r.status(), StatusCode::OK);
     let log = std::fs::read_to_string(process.log()).unwrap_or_default();
-    assert!(!log.contains("reader-secret"), "a token reached the log");
+    assert!(
+        !log.contains("reader-secret-0123456789"),
+        "a token reached the log"
+    );
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@
 //! compacts, and the node reports how it went.
 
 mod backends;
+mod error;
 mod probe;
 
 use std::net::SocketAddr;
@@ -30,76 +31,10 @@ use crate::core::NodeCore;
 use crate::http;
 use crate::settings::Settings;
 
+pub use error::NodeError;
+
 /// The exit status of a node whose WAL failed for good (`EX_TEMPFAIL`: restart me).
 pub const EXIT_WAL_FAILED: u8 = 75;
-
-/// Why a node could not start or stop cleanly.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum NodeError {
-    /// A component is missing from the builder.
-    #[error("the node builder needs {what}")]
-    Missing {
-        /// What is missing.
-        what: &'static str,
-    },
-    /// The settings are unusable.
-    #[error("invalid settings: {message}")]
-    Settings {
-        /// What is wrong.
-        message: String,
-    },
-    /// A store failed its start-up probe.
-    #[error("{what} failed its start-up check ({step}): {cause}; {fix}")]
-    Probe {
-        /// Which store.
-        what: &'static str,
-        /// The step that failed.
-        step: &'static str,
-        /// What went wrong.
-        cause: String,
-        /// The setting to fix.
-        fix: String,
-    },
-    /// The object store could not be set up.
-    #[error("object storage ({what}): {source}")]
-    Storage {
-        /// Which store.
-        what: &'static str,
-        /// The cause.
-        #[source]
-        source: mink_s3stream::storage::StorageError,
-    },
-    /// Metadata could not be opened.
-    #[error("metadata: {source}")]
-    Metadata {
-        /// The cause.
-        #[from]
-        source: mink_metadata::MetaError,
-    },
-    /// The stream engine failed to open or shut down.
-    #[error("stream engine: {source}")]
-    Engine {
-        /// The cause.
-        #[from]
-        source: mink_s3stream::error::StreamError,
-    },
-    /// The listener could not be bound or failed.
-    #[error("HTTP listener on {addr}: {source}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Closing tablets at shutdown failed.
-    #[error("closing tablets: {message}")]
-    Close {
-        /// What failed.
-        message: String,
-    },
-}
 
 /// Builds a [`Node`].
 #[derive(Default)]

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use mink_metadata::MetaKv;
 use mink_s3stream::storage::ObjectStorage;
 
-use super::NodeError;
+use super::error::NodeError;
 use crate::settings::{MetadataBackend, Settings, StorageBackend};
 
 /// What a probe object holds.
