@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use super::harness::{ARROW, Backend, Harness, MINK_BATCHES, NDJSON, expect_error, header};
+use super::harness::{
+    ARROW, Backend, Harness, MINK_BATCHES, NDJSON, expect_error, header, metric_from,
+};
 
 /// Longest wait for something the node must do by itself.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -93,33 +95,15 @@ fn passing_client() -> reqwest::Client {
         .expect("client")
 }
 
-/// The value of a metric.
-async fn metric_with(client: &reqwest::Client, h: &Harness, name: &str) -> f64 {
-    let text = client
-        .get(format!("{}/metrics", h.url))
-        .send()
-        .await
-        .expect("request")
-        .text()
-        .await
-        .expect("body");
-    text.lines()
-        .find_map(|l| {
-            let (key, value) = l.rsplit_once(' ')?;
-            (key == name).then(|| value.parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("metric {name} missing"))
-}
-
 async fn metric(h: &Harness, name: &str) -> f64 {
-    metric_with(&passing_client(), h, name).await
+    metric_from(&passing_client(), &h.url, name).await
 }
 
 /// Waits until `check` holds for a metric.
 async fn wait_with(client: &reqwest::Client, h: &Harness, name: &str, check: impl Fn(f64) -> bool) {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let value = metric_with(client, h, name).await;
+        let value = metric_from(client, &h.url, name).await;
         if check(value) {
             return;
         }
@@ -166,7 +150,7 @@ pub async fn connection_limits(backend: Backend) {
     assert_eq!(get(&mut again, "/healthz").await, 200);
     drop((again, second, other_client));
     wait_with(&watcher, &h, open, |n| n == 1.0).await;
-    let refused = metric_with(&watcher, &h, "mink_http_connections_refused_total").await;
+    let refused = metric_from(&watcher, &h.url, "mink_http_connections_refused_total").await;
     assert_eq!(refused, 2.0);
 }
 

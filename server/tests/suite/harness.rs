@@ -252,21 +252,7 @@ impl Harness {
     }
 
     pub async fn metric(&self, name: &str) -> f64 {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.url))
-            .send()
-            .await
-            .expect("request")
-            .text()
-            .await
-            .expect("body");
-        text.lines()
-            .find_map(|l| {
-                let (key, value) = l.rsplit_once(' ')?;
-                (key == name).then(|| value.parse().ok())?
-            })
-            .unwrap_or_else(|| panic!("metric {name} missing from:\n{text}"))
+        metric_from(&self.http, &self.url, name).await
     }
 
     /// Waits (bounded) until a metric reaches `value`.
@@ -315,4 +301,22 @@ pub async fn expect_error(response: reqwest::Response, status: StatusCode, kind:
         "{body}"
     );
     body
+}
+
+/// The value of metric `name` on the node at `url`, asked through `client`.
+pub async fn metric_from(client: &reqwest::Client, url: &str, name: &str) -> f64 {
+    let text = client
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .expect("request")
+        .text()
+        .await
+        .expect("body");
+    text.lines()
+        .find_map(|l| {
+            let (key, value) = l.rsplit_once(' ')?;
+            (key == name).then(|| value.parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("metric {name} missing from:\n{text}"))
 }
