@@ -39,9 +39,7 @@ fn batch(rows: usize, width: usize) -> Bytes {
         s
     })));
     let rows = RecordBatch::try_new(schema(), vec![ids, payloads]).expect("bench rows");
-    Bytes::from(
-        encode_batch(&rows, None, BatchMeta::new(1).with_writer(7, 0)).expect("encodable"),
-    )
+    Bytes::from(encode_batch(&rows, None, BatchMeta::new(1).with_writer(7, 0)).expect("encodable"))
 }
 
 fn append_checks(c: &mut Criterion) {
