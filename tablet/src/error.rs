@@ -1,9 +1,10 @@
 //! The tablet's error type and the small taxonomy ([`ErrorKind`]) callers branch on (the server
 //! maps it to HTTP status codes).
 //!
-//! Every rejected request changes nothing: a bad batch, an unknown schema, an out-of-order sequence, a
-//! read outside the log or a future timestamp are all detected before anything is submitted to the
-//! stream. Storage, metadata and back-pressure errors are worth retrying later.
+//! Every rejected request changes nothing: a bad batch (one that would not decode against its
+//! schema included), rows over a limit, an unknown schema, an out-of-order sequence, a new writer at
+//! the cap, a read outside the log or a future timestamp are all detected before anything is
+//! submitted to the stream. Storage, metadata and back-pressure errors are worth retrying later.
 
 use std::sync::Arc;
 

@@ -422,7 +422,9 @@ pub fn decode_block(
             entry.position
         )));
     }
-    let mut batches = Vec::with_capacity(entry.batch_count as usize);
+    // The entry's count is untrusted: it may size nothing beyond what the body can hold.
+    let mut batches =
+        Vec::with_capacity((entry.batch_count as usize).min(body_len / FRAME_HEADER_LEN));
     let mut position = BLOCK_HEADER_LEN;
     let mut expected = start;
     while position < BLOCK_HEADER_LEN + body_len {
@@ -439,7 +441,12 @@ pub fn decode_block(
                 entry.position
             )));
         }
-        expected = base_offset + u64::from(count);
+        expected = base_offset.checked_add(u64::from(count)).ok_or_else(|| {
+            ObjectFormatError::Inconsistent(format!(
+                "batch at byte {position} of block {} ends past the largest offset",
+                entry.position
+            ))
+        })?;
         batches.push(StreamBatch {
             base_offset,
             count,
@@ -451,6 +458,14 @@ pub fn decode_block(
         return Err(ObjectFormatError::Inconsistent(format!(
             "block at {} ends at offset {expected}, header says {end}",
             entry.position
+        )));
+    }
+    if batches.len() != entry.batch_count as usize {
+        return Err(ObjectFormatError::Inconsistent(format!(
+            "block at {} holds {} batches, its index entry says {}",
+            entry.position,
+            batches.len(),
+            entry.batch_count
         )));
     }
     Ok(batches)
@@ -537,6 +552,67 @@ mod tests {
             });
             assert!(result.is_err(), "flipped byte {at} went unnoticed");
         }
+    }
+
+    /// A block, its CRC right, holding frames `(base_offset, count, payload)`.
+    fn raw_block(stream: u64, start: u64, end: u64, frames: &[(u64, u32, &[u8])]) -> Bytes {
+        let mut body = Vec::new();
+        for (base_offset, count, payload) in frames {
+            body.extend_from_slice(&base_offset.to_le_bytes());
+            body.extend_from_slice(&count.to_le_bytes());
+            body.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            body.extend_from_slice(payload);
+        }
+        let mut block = Vec::new();
+        for word in [stream, start, end] {
+            block.extend_from_slice(&word.to_le_bytes());
+        }
+        block.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&block), &body);
+        block.extend_from_slice(&crc.to_le_bytes());
+        block.extend_from_slice(&body);
+        Bytes::from(block)
+    }
+
+    /// Found by the `wal_object` and `committed_object` fuzz targets: an index entry naming
+    /// u32::MAX batches made the decoder reserve room for all of them (hundreds of GB).
+    #[test]
+    fn a_forged_batch_count_sizes_nothing_and_is_an_error() {
+        let block = raw_block(1, 0, 2, &[(0, 2, b"ab")]);
+        let mut entry = BlockEntry {
+            stream_id: 1,
+            start_offset: 0,
+            end_offset: 2,
+            position: 0,
+            len: block.len() as u32,
+            batch_count: 1,
+        };
+        assert_eq!(decode_block(&block, &entry).unwrap().len(), 1);
+        entry.batch_count = u32::MAX;
+        assert!(matches!(
+            decode_block(&block, &entry),
+            Err(ObjectFormatError::Inconsistent(_))
+        ));
+    }
+
+    /// An offset at the top of the range: the end of a batch past it is an error, not an
+    /// overflow.
+    #[test]
+    fn offsets_past_the_largest_are_errors() {
+        let start = u64::MAX - 1;
+        let block = raw_block(1, start, u64::MAX, &[(start, 2, b"ab")]);
+        let entry = BlockEntry {
+            stream_id: 1,
+            start_offset: start,
+            end_offset: u64::MAX,
+            position: 0,
+            len: block.len() as u32,
+            batch_count: 1,
+        };
+        assert!(matches!(
+            decode_block(&block, &entry),
+            Err(ObjectFormatError::Inconsistent(_))
+        ));
     }
 
     #[test]

@@ -325,8 +325,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_header_clock_runs_until_a_request_and_the_idle_clock_after_it() {
-        let activity = Activity::new();
         let started = Instant::now();
+        let activity = Activity::new();
         assert_eq!(activity.expired(TIMEOUTS).await, "header timeout");
         assert!(started.elapsed() >= TIMEOUTS.header);
 
@@ -350,8 +350,8 @@ mod tests {
             let activity = activity.clone();
             async move { activity.expired(TIMEOUTS).await }
         });
-        activity.read();
         let head = Instant::now();
+        activity.read();
         assert_eq!(waiting.await.unwrap(), "header timeout");
         assert!(head.elapsed() < TIMEOUTS.idle, "{:?}", head.elapsed());
     }

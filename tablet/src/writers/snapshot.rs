@@ -115,13 +115,24 @@ pub(crate) fn decode(raw: &[u8]) -> Result<(Windows, i64), String> {
         }
         let mut window = VecDeque::with_capacity(entries);
         for _ in 0..entries {
-            window.push_back(Entry {
+            let entry = Entry {
                 sequence: i32::from_le_bytes(r.array()?),
                 base_offset: u64::from_le_bytes(r.array()?),
                 offset_delta: i32::from_le_bytes(r.array()?),
                 timestamp: i64::from_le_bytes(r.array()?),
                 ack: None,
-            });
+            };
+            // The windows add the delta to the offset: a stored entry must not overflow it.
+            let fits = u64::try_from(entry.offset_delta)
+                .ok()
+                .and_then(|delta| entry.base_offset.checked_add(delta)?.checked_add(1));
+            if fits.is_none() {
+                return Err(format!(
+                    "writer {writer_id} has an entry at offset {} with offset delta {}",
+                    entry.base_offset, entry.offset_delta
+                ));
+            }
+            window.push_back(entry);
         }
         if !windows.insert(writer_id, window) {
             return Err(format!("writer {writer_id} appears twice"));
@@ -170,6 +181,26 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `writer_snapshot` fuzz target: an entry at the top of the offset range (its
+    /// CRC right) overflowed the end offset the windows compute from it.
+    #[test]
+    fn entries_past_the_largest_offset_are_errors() {
+        let mut w = Windows::default();
+        w.record(3, Entry::one_row(0, 10, 5), false);
+        let good = encode(&w, u64::MAX, 5);
+        assert!(decode(&good).is_ok());
+        // The entry of the only writer: sequence, base offset, delta, timestamp.
+        let at = 9 + 8 + 4 + 8 + 1;
+        for (base_offset, delta) in [(u64::MAX, 0i32), (u64::MAX - 5, 9), (10, -1)] {
+            let mut bad = good.clone();
+            bad[at + 4..at + 12].copy_from_slice(&base_offset.to_le_bytes());
+            bad[at + 12..at + 16].copy_from_slice(&delta.to_le_bytes());
+            let crc = crc32c::crc32c(&bad[9..]);
+            bad[5..9].copy_from_slice(&crc.to_le_bytes());
+            assert!(decode(&bad).is_err(), "offset {base_offset} delta {delta}");
+        }
+    }
 
     #[test]
     fn a_full_snapshot_of_the_most_writers_fits_a_metadata_request() {
