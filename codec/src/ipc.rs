@@ -159,6 +159,18 @@ pub(crate) fn check_message<'a>(
             actual: rb.length(),
         });
     }
+    check_record_batch(&rb, declared, invalid)?;
+    Ok((version, rb))
+}
+
+/// Checks a flatbuffer record batch against the length of the body it declares: no compression,
+/// every buffer inside the body, every field node's length and null count in range, the variadic
+/// buffer counts within the buffer list. Arrow's decoder slices buffers straight from these numbers.
+pub(crate) fn check_record_batch(
+    rb: &arrow_ipc::RecordBatch<'_>,
+    declared: i64,
+    invalid: impl Fn(String) -> Error,
+) -> Result<()> {
     if rb.compression().is_some() {
         return Err(invalid("compressed Arrow bodies are not supported".into()));
     }
@@ -200,7 +212,7 @@ pub(crate) fn check_message<'a>(
             }
         }
     }
-    Ok((version, rb))
+    Ok(())
 }
 
 /// Decodes the rows of a checked message. `body` is the body as an Arrow buffer (zero-copy when it came
@@ -294,7 +306,7 @@ pub(crate) fn write_message(
 /// Walks the schema alongside the message's buffer list, in IPC order, and checks that every
 /// fixed-width buffer (offsets, values) holds a whole number of elements. Arrow's validation reads such
 /// buffers as typed slices and panics on a ragged length instead of returning an error.
-fn check_buffer_widths(
+pub(crate) fn check_buffer_widths(
     rb: &arrow_ipc::RecordBatch<'_>,
     schema: &SchemaRef,
     position: usize,
@@ -303,10 +315,26 @@ fn check_buffer_widths(
         rb,
         next: 0,
         variadic: 0,
+        nodes: 0,
         position,
     };
     for f in schema.fields() {
         walk.field(f.data_type())?;
+    }
+    // Arrow's decoder reads what the schema names and ignores the rest, so a batch carrying more
+    // columns than its schema would decode; it is not one a writer of that schema made.
+    let buffers = rb.buffers().map_or(0, |b| b.len());
+    let nodes = rb.nodes().map_or(0, |n| n.len());
+    let variadic = rb.variadicBufferCounts().map_or(0, |c| c.len());
+    if (walk.next, walk.nodes, walk.variadic) != (buffers, nodes, variadic) {
+        return Err(walk.invalid(format!(
+            "the message holds {nodes} field nodes and {buffers} buffers ({variadic} variadic counts); \
+             the schema's {} columns take {} and {} ({})",
+            schema.fields().len(),
+            walk.nodes,
+            walk.next,
+            walk.variadic
+        )));
     }
     Ok(())
 }
@@ -315,6 +343,8 @@ struct BufferWalk<'r, 'a> {
     rb: &'r arrow_ipc::RecordBatch<'a>,
     next: usize,
     variadic: usize,
+    /// Field nodes taken so far: one per column and per nested child.
+    nodes: usize,
     position: usize,
 }
 
@@ -354,6 +384,7 @@ impl BufferWalk<'_, '_> {
     }
 
     fn field(&mut self, data_type: &DataType) -> Result<()> {
+        self.nodes += 1;
         if matches!(data_type, DataType::Null) {
             return Ok(());
         }

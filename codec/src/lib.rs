@@ -4,7 +4,8 @@
 //! bytes ([`Encoder`], [`encode_batch`]); bytes from the network or storage enter through [`batches`] /
 //! [`BatchView`], which check them ([`BatchView::check_header`] on the append path, [`BatchView::validate`],
 //! [`BatchView::decode`]) and never panic on any input. The tablet stamps offsets, timestamps and epochs
-//! in place ([`write_append_fields`]) and rewrites batches to projected columns ([`Projection`]). The
+//! in place ([`write_append_fields`]) and rewrites batches to projected columns ([`Projection`]). Arrow
+//! IPC streams from a client pass the same checks ([`ipc_stream_schema`], [`decode_ipc_stream`]). The
 //! codec does no I/O.
 //!
 //! # Batch layout (format version 1)
@@ -54,6 +55,7 @@ mod encode;
 mod error;
 pub mod header;
 mod ipc;
+mod ipc_stream;
 mod projection;
 mod view;
 
@@ -64,5 +66,6 @@ pub use header::{
     HEADER_LEN, Header, MAGIC, NO_SEQUENCE, NO_WRITER_ID, write_append_fields, write_base_offset,
     write_commit_timestamp, write_leader_epoch,
 };
+pub use ipc_stream::{decode_ipc_stream, ipc_stream_schema};
 pub use projection::Projection;
 pub use view::{BatchBuf, BatchView, Batches, batches};

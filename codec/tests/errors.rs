@@ -7,6 +7,7 @@
 mod common;
 
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
 use mink_codec::header::{CRC_START, pos};
@@ -499,6 +500,28 @@ fn decoding_with_the_wrong_schema_is_an_error() {
         matches!(err, Error::Arrow { .. } | Error::InvalidArrowMessage { .. }),
         "{err}"
     );
+}
+
+#[test]
+fn a_batch_with_more_columns_than_its_schema_is_refused() {
+    // Arrow's decoder reads the columns the schema names and would ignore the rest.
+    let (bytes, schema) = Sample::Changes.build();
+    assert!(schema.fields().len() > 1);
+    let fewer = Arc::new(arrow_schema::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .take(schema.fields().len() - 1)
+            .cloned()
+            .collect::<Vec<_>>(),
+    ));
+    let view = BatchView::new(bytes.as_slice()).unwrap();
+    let err = view.decode(&fewer).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArrowMessage { reason, .. } if reason.contains("field nodes")),
+        "{err}"
+    );
+    assert!(view.decode(&schema).is_ok());
 }
 
 /// The valid counterpart of the "header claiming a row but carrying no message" case.

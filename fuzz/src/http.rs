@@ -10,7 +10,7 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use mink_codec::BatchMeta;
 use mink_server::format::schema::{JsonField, JsonSchema};
 use mink_server::format::{
-    arrow_to_rows, decode_batch, encode_rows, ndjson_to_rows, rows_to_arrow, rows_to_json_array,
+    RowBounds, arrow_to_rows, decode_batch, encode_rows, ndjson_to_rows, rows_to_arrow, rows_to_json_array,
     rows_to_ndjson,
 };
 
@@ -45,7 +45,7 @@ pub fn rows_schema() -> SchemaRef {
 /// An NDJSON append body.
 pub fn run_ndjson(data: &[u8]) {
     let schema = rows_schema();
-    if let Ok(rows) = ndjson_to_rows(&schema, data) {
+    if let Ok(rows) = ndjson_to_rows(&schema, data, RowBounds::default()) {
         appended(&schema, &rows);
     }
 }
@@ -54,7 +54,7 @@ pub fn run_ndjson(data: &[u8]) {
 /// stream's own (when that schema is one a table can have).
 pub fn run_arrow(data: &[u8]) {
     let schema = rows_schema();
-    if let Ok(rows) = arrow_to_rows(&schema, data) {
+    if let Ok(rows) = arrow_to_rows(&schema, data, MAX_ROWS) {
         appended(&schema, &rows);
     }
     let Ok(reader) = arrow_ipc::reader::StreamReader::try_new(Cursor::new(data), None) else {
@@ -63,7 +63,7 @@ pub fn run_arrow(data: &[u8]) {
     let Ok(own) = JsonSchema::parse_stored(&JsonSchema::canonical(&reader.schema())) else {
         return;
     };
-    if let Ok(rows) = arrow_to_rows(&own, data) {
+    if let Ok(rows) = arrow_to_rows(&own, data, MAX_ROWS) {
         appended(&own, &rows);
     }
 }
@@ -90,7 +90,7 @@ pub fn run_schema(data: &[u8]) {
     let back = JsonSchema::parse_stored(&stored).expect("a stored schema parses back");
     assert_eq!(back, schema, "stored as {stored}");
     // The first thing a user does with a new table: append rows of nulls.
-    if let Ok(rows) = ndjson_to_rows(&schema, b"{}\n{}\n") {
+    if let Ok(rows) = ndjson_to_rows(&schema, b"{}\n{}\n", RowBounds::default()) {
         appended(&schema, &rows);
     }
 }
@@ -115,7 +115,7 @@ fn appended(schema: &SchemaRef, rows: &RecordBatch) {
     let _ = rows_to_ndjson(&decoded, &mut ndjson);
     let _ = rows_to_json_array(&decoded);
     if let Ok(ipc) = rows_to_arrow(schema, std::slice::from_ref(&decoded)) {
-        let back = arrow_to_rows(schema, &ipc).expect("an Arrow read appends back");
+        let back = arrow_to_rows(schema, &ipc, MAX_ROWS).expect("an Arrow read appends back");
         assert_eq!(format!("{back:?}"), format!("{rows:?}"));
     }
 }
@@ -139,7 +139,7 @@ pub fn arrow_seeds() -> Vec<Vec<u8>> {
     let schema = rows_schema();
     let rows: Vec<RecordBatch> = ndjson_seeds()
         .iter()
-        .filter_map(|body| ndjson_to_rows(&schema, body).ok())
+        .filter_map(|body| ndjson_to_rows(&schema, body, RowBounds::default()).ok())
         .collect();
     let mut out: Vec<Vec<u8>> = rows
         .iter()
@@ -173,13 +173,13 @@ mod tests {
     fn seeds_are_accepted() {
         let schema = rows_schema();
         for body in &ndjson_seeds()[..3] {
-            ndjson_to_rows(&schema, body).unwrap();
+            ndjson_to_rows(&schema, body, RowBounds::default()).unwrap();
         }
-        assert!(ndjson_to_rows(&schema, &ndjson_seeds()[3]).is_err());
+        assert!(ndjson_to_rows(&schema, &ndjson_seeds()[3], RowBounds::default()).is_err());
         // One stream per NDJSON seed that parses, and one of all of them.
         assert_eq!(arrow_seeds().len(), 4);
         for seed in arrow_seeds() {
-            arrow_to_rows(&schema, &seed).unwrap();
+            arrow_to_rows(&schema, &seed, MAX_ROWS).unwrap();
         }
         for seed in schema_seeds() {
             run_schema(&seed);

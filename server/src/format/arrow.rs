@@ -1,7 +1,7 @@
 //! Arrow IPC streams: an append's stream becomes one record batch of the table's schema; a read
 //! answers one stream of one schema.
 
-use std::io::Cursor;
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -10,14 +10,16 @@ use super::{internal, too_many_rows};
 use crate::error::{ApiError, ApiResult};
 
 /// The record batches of an Arrow IPC stream, checked against `schema` and joined into one, at
-/// most `max_rows` rows in all (`limits.max_rows_per_request`): the rows are counted batch by
-/// batch as the stream is read, so an oversized stream is refused before anything is joined.
+/// most `max_rows` rows in all (`tablet.max_rows_per_request`; the decoded rows are the body's own buffers, so no
+/// decoded-bytes bound is needed): the rows are counted from each
+/// message's metadata before its body is decoded, so an oversized stream is refused before anything
+/// is built. Every message is checked by the codec first (buffers inside the body, node lengths,
+/// buffer widths against the schema), which Arrow's own stream reader does not do.
 pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8], max_rows: usize) -> ApiResult<RecordBatch> {
-    let bad = |e: arrow_schema::ArrowError| {
+    let bad = |e: mink_codec::Error| {
         ApiError::invalid("invalid_rows", format!("bad Arrow IPC stream: {e}"))
     };
-    let reader = arrow_ipc::reader::StreamReader::try_new(Cursor::new(body), None).map_err(bad)?;
-    let theirs = reader.schema();
+    let theirs = mink_codec::ipc_stream_schema(body).map_err(bad)?;
     if theirs.fields().len() != schema.fields().len()
         || theirs
             .fields()
@@ -42,15 +44,14 @@ pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8], max_rows: usize) -> ApiRes
             ),
         ));
     }
-    let mut parts = Vec::new();
-    let mut rows = 0usize;
-    for batch in reader {
-        let batch = batch.map_err(bad)?;
-        rows = rows.saturating_add(batch.num_rows());
-        if rows > max_rows {
-            return Err(too_many_rows(max_rows));
-        }
-        // Re-label with the table's schema so its nullability is enforced.
+    // Decoded against the stream's own fields (its nullability), then re-labelled with the
+    // table's schema so the table's nullability is enforced.
+    let batches = match mink_codec::decode_ipc_stream(body, &Arc::new(theirs), max_rows) {
+        Err(mink_codec::Error::TooLarge { .. }) => return Err(too_many_rows(max_rows)),
+        other => other.map_err(bad)?,
+    };
+    let mut parts = Vec::with_capacity(batches.len());
+    for batch in batches {
         let batch = RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
             .map_err(|e| ApiError::invalid("schema_mismatch", e.to_string()))?;
         parts.push(batch);

@@ -7,8 +7,8 @@
 //! | `application/x-ndjson` | one JSON object per line (blank lines skipped); all lines become one mink batch | one JSON object per row |
 //! | `text/event-stream` | - | SSE: one event per batch (several for a batch that renders past `http.max_render_bytes`), `data` a JSON array of its rows, `id` the offset after them |
 //!
-//! Arrow and NDJSON appends hold at most [`MAX_ROWS_PER_REQUEST`] rows, counted as they are
-//! decoded (400 `limit_exceeded`).
+//! Arrow and NDJSON appends hold at most [`RowBounds`] rows and decoded bytes, counted as they
+//! are decoded (400 `limit_exceeded`).
 //!
 //! For Arrow and NDJSON appends the node encodes the batch itself: the schema is the table's newest
 //! (or `Mink-Schema-Id`), the writer id and sequence come from `Mink-Writer-Id` and `Mink-Sequence`.
@@ -115,16 +115,48 @@ impl Format {
     }
 }
 
-/// Rows an Arrow or NDJSON append may hold: the default of `limits.max_rows_per_request`, the
-/// setting the `[limits]` section brings (until then the bound is this constant).
+/// Rows an Arrow or NDJSON append may hold by default: `tablet.max_rows_per_request` and
+/// `tablet.max_rows_per_batch` (such an append becomes one batch) both default to it.
 pub const MAX_ROWS_PER_REQUEST: usize = 1 << 20;
+
+/// What the rows of one Arrow or NDJSON append may come to as they are decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowBounds {
+    /// Rows in all: the smaller of `tablet.max_rows_per_request` and `tablet.max_rows_per_batch`.
+    pub max_rows: usize,
+    /// Bytes of the decoded rows, counted as rows times the schema's null-row width
+    /// (`http.body.max_decoded_bytes`).
+    pub max_decoded_bytes: usize,
+}
+
+impl Default for RowBounds {
+    fn default() -> Self {
+        RowBounds {
+            max_rows: MAX_ROWS_PER_REQUEST,
+            max_decoded_bytes: crate::settings::BodyLimits::default().max_decoded_bytes,
+        }
+    }
+}
 
 /// The refusal of an append of more than `max_rows` rows.
 fn too_many_rows(max_rows: usize) -> ApiError {
     ApiError::LimitExceeded {
-        setting: "limits.max_rows_per_request",
+        setting: "tablet.max_rows_per_request",
         limit: max_rows as u64,
         message: format!("the request holds more than {max_rows} rows"),
+    }
+}
+
+/// The refusal of an append whose rows, `width` bytes each once decoded, pass the bound.
+fn too_many_decoded_bytes(bounds: &RowBounds, width: usize) -> ApiError {
+    let rows = bounds.max_decoded_bytes / width;
+    ApiError::LimitExceeded {
+        setting: "http.body.max_decoded_bytes",
+        limit: bounds.max_decoded_bytes as u64,
+        message: format!(
+            "a row of this table takes {width} bytes once decoded, so a request may hold at most {rows} rows ({} bytes)",
+            bounds.max_decoded_bytes
+        ),
     }
 }
 
@@ -189,7 +221,7 @@ mod tests {
         let rows = ndjson_to_rows(
             &schema(),
             b"{\"id\":1,\"msg\":\"a\"}\n{\"id\":2,\"msg\":null}\n",
-            MAX_ROWS_PER_REQUEST,
+            RowBounds::default(),
         )
         .unwrap();
         assert_eq!(rows.num_rows(), 2);
@@ -223,7 +255,7 @@ mod tests {
             b"{\"msg\":\"no id\"}",
         ] {
             assert!(
-                ndjson_to_rows(&schema(), body, MAX_ROWS_PER_REQUEST).is_err(),
+                ndjson_to_rows(&schema(), body, RowBounds::default()).is_err(),
                 "{body:?}"
             );
         }
@@ -243,17 +275,66 @@ mod tests {
         assert!(ipc.len() < 400, "{} bytes", ipc.len());
         let refused = arrow_to_rows(&nulls, &ipc, MAX_ROWS_PER_REQUEST).unwrap_err();
         assert_eq!(refused.kind(), "limit_exceeded");
-        assert_eq!(refused.body()["setting"], "limits.max_rows_per_request");
+        assert_eq!(refused.body()["setting"], "tablet.max_rows_per_request");
 
         let body = "{\"id\":1}\n".repeat(11);
         assert_eq!(
-            ndjson_to_rows(&schema(), body.as_bytes(), 11)
+            ndjson_to_rows(&schema(), body.as_bytes(), rows_at_most(11))
                 .unwrap()
                 .num_rows(),
             11
         );
-        let refused = ndjson_to_rows(&schema(), body.as_bytes(), 10).unwrap_err();
+        let refused = ndjson_to_rows(&schema(), body.as_bytes(), rows_at_most(10)).unwrap_err();
         assert_eq!(refused.kind(), "limit_exceeded");
+        assert_eq!(refused.body()["setting"], "tablet.max_rows_per_request");
+    }
+
+    fn rows_at_most(max_rows: usize) -> RowBounds {
+        RowBounds {
+            max_rows,
+            ..RowBounds::default()
+        }
+    }
+
+    #[test]
+    fn ndjson_rows_are_bounded_by_their_decoded_bytes() {
+        // Each `{}` is three bytes of body and a row of 1000 nullable i64 columns once decoded.
+        let wide = Arc::new(Schema::new(
+            (0..1000)
+                .map(|i| Field::new(format!("c{i}"), DataType::Int64, true))
+                .collect::<Vec<_>>(),
+        ));
+        assert_eq!(schema::row_bytes(&wide), 8000);
+        let bounds = RowBounds {
+            max_rows: MAX_ROWS_PER_REQUEST,
+            max_decoded_bytes: 8000 * 100,
+        };
+        let hundred = "{}\n".repeat(100);
+        assert_eq!(
+            ndjson_to_rows(&wide, hundred.as_bytes(), bounds)
+                .unwrap()
+                .num_rows(),
+            100
+        );
+        // 8 MB of `{}` lines: 2.8 million rows, 22 GB decoded, refused after the first batches.
+        let body = "{}\n".repeat((8 << 20) / 3);
+        let refused = ndjson_to_rows(&wide, body.as_bytes(), bounds).unwrap_err();
+        assert_eq!(refused.kind(), "limit_exceeded");
+        assert_eq!(refused.body()["setting"], "http.body.max_decoded_bytes");
+        assert!(
+            refused.to_string().contains("at most 100 rows"),
+            "{refused}"
+        );
+    }
+
+    /// A fuzz finding: an IPC body whose record batch names a buffer past the message body, which
+    /// Arrow's own stream reader panics on.
+    #[test]
+    fn an_arrow_body_with_a_buffer_past_its_end_is_refused() {
+        let body = include_bytes!("../../../fuzz/regressions/arrow_rows-buffer-slice-panic");
+        let own = Arc::new(mink_codec::ipc_stream_schema(body).unwrap());
+        let refused = arrow_to_rows(&own, body, MAX_ROWS_PER_REQUEST).unwrap_err();
+        assert_eq!(refused.kind(), "invalid_rows", "{refused}");
     }
 
     #[test]
@@ -262,7 +343,7 @@ mod tests {
         let body: String = (0..20_000)
             .map(|i| format!("\n{{\"id\":{i}}}\n\n"))
             .collect();
-        let rows = ndjson_to_rows(&schema(), body.as_bytes(), MAX_ROWS_PER_REQUEST).unwrap();
+        let rows = ndjson_to_rows(&schema(), body.as_bytes(), RowBounds::default()).unwrap();
         assert_eq!(rows.num_rows(), 20_000);
         let ids = rows
             .column(0)
@@ -272,7 +353,7 @@ mod tests {
         assert!(ids.values().iter().copied().eq(0..20_000));
         let blank = vec![b'\n'; 1 << 20];
         assert_eq!(
-            ndjson_to_rows(&schema(), &blank, MAX_ROWS_PER_REQUEST)
+            ndjson_to_rows(&schema(), &blank, RowBounds::default())
                 .unwrap_err()
                 .kind(),
             "invalid_rows"

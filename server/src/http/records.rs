@@ -54,7 +54,7 @@ pub(crate) async fn append(
     let (info, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
     let batches = match format {
         Format::Arrow | Format::Ndjson => {
-            let batches = rows_to_batch(&info, &headers, format, &body)?;
+            let batches = rows_to_batch(&core, &info, &headers, format, &body)?;
             drop(body);
             permit.resize(batches.len())?;
             batches
@@ -78,6 +78,7 @@ fn not_an_append_format() -> ApiError {
 }
 
 fn rows_to_batch(
+    core: &NodeCore,
     info: &TableInfo,
     headers: &HeaderMap,
     format: Format,
@@ -105,9 +106,17 @@ fn rows_to_batch(
             ));
         }
     };
+    let settings = core.settings();
+    // Such an append becomes one batch, so both tablet row limits bound it.
+    let tablet = &settings.tablet;
+    let bounds = format::RowBounds {
+        max_rows: usize::try_from(tablet.max_rows_per_request.min(tablet.max_rows_per_batch))
+            .unwrap_or(usize::MAX),
+        max_decoded_bytes: settings.http.body.max_decoded_bytes,
+    };
     let rows = match format {
-        Format::Arrow => format::arrow_to_rows(&schema, body, format::MAX_ROWS_PER_REQUEST)?,
-        _ => format::ndjson_to_rows(&schema, body, format::MAX_ROWS_PER_REQUEST)?,
+        Format::Arrow => format::arrow_to_rows(&schema, body, bounds.max_rows)?,
+        _ => format::ndjson_to_rows(&schema, body, bounds)?,
     };
     format::encode_rows(&rows, meta)
 }

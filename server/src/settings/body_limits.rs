@@ -18,6 +18,11 @@ pub struct BodyLimits {
     pub max_ndjson_bytes: usize,
     /// The JSON body of a control route (create a table, add a schema, trim). Default 1 MiB.
     pub max_json_bytes: usize,
+    /// The rows of one NDJSON or Arrow append once decoded, counted as rows times the bytes a
+    /// row of the table's schema takes when null (`limits.max_row_bytes` measures the same), as
+    /// the body is decoded: a few bytes of `{}` per NDJSON row would otherwise decode to
+    /// gigabytes on a wide table. Default 256 MiB.
+    pub max_decoded_bytes: usize,
 }
 
 impl Default for BodyLimits {
@@ -27,6 +32,7 @@ impl Default for BodyLimits {
             max_arrow_bytes: 8 << 20,
             max_ndjson_bytes: 8 << 20,
             max_json_bytes: 1 << 20,
+            max_decoded_bytes: 256 << 20,
         }
     }
 }
@@ -47,6 +53,7 @@ impl BodyLimits {
             ("http.body.max_arrow_bytes", self.max_arrow_bytes),
             ("http.body.max_ndjson_bytes", self.max_ndjson_bytes),
             ("http.body.max_json_bytes", self.max_json_bytes),
+            ("http.body.max_decoded_bytes", self.max_decoded_bytes),
         ];
         match limits.iter().find(|(_, v)| *v == 0) {
             Some((name, _)) => Err(format!("{name} must be at least 1")),

@@ -83,9 +83,11 @@ impl Walk<'_> {
             | DataType::Time32(TimeUnit::Second | TimeUnit::Millisecond)
             | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
             | DataType::Timestamp(_, None) => Ok(()),
+            // Arrow's parser reads a prefix of the text and ignores the rest, so the characters
+            // are checked first: an offset's, nothing a stored form would mangle.
             DataType::Timestamp(_, Some(tz)) => match Tz::from_str(tz) {
-                Ok(_) => Ok(()),
-                Err(_) => refuse("the time zone must be a fixed offset such as \"+01:00\""),
+                Ok(_) if offset_text(tz) => Ok(()),
+                _ => refuse("the time zone must be a fixed offset such as \"+01:00\""),
             },
             DataType::Decimal32(p, s) => decimal(path, *p, *s, DECIMAL32_MAX_PRECISION),
             DataType::Decimal64(p, s) => decimal(path, *p, *s, DECIMAL64_MAX_PRECISION),
@@ -179,4 +181,13 @@ fn decimal(path: &str, precision: u8, scale: i8, max_precision: u8) -> ApiResult
         )));
     }
     Ok(())
+}
+
+/// Whether a time zone's text is made of what a fixed offset is (`+01:00`, `-0530`, `+01`): a
+/// sign, then at most five digits and colons.
+fn offset_text(tz: &str) -> bool {
+    let mut bytes = tz.bytes();
+    matches!(bytes.next(), Some(b'+' | b'-'))
+        && tz.len() <= 6
+        && bytes.all(|b| b.is_ascii_digit() || b == b':')
 }

@@ -329,3 +329,39 @@ fn bad_schemas_are_rejected() {
         assert_eq!(s.to_arrow().unwrap_err().kind(), "invalid_schema", "{text}");
     }
 }
+
+/// A fuzz finding: a time zone with control characters in it was accepted, and its stored text
+/// did not parse back. A time zone is refused unless it is a fixed offset's text.
+#[test]
+fn a_time_zone_with_control_characters_is_refused() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/regressions/table_schema-timezone-does-not-round-trip"
+    ))
+    .unwrap();
+    for refused in [
+        text.as_str(),
+        r#"Timestamp(Microsecond, Some("Europe/Paris"))"#,
+        r#"Timestamp(Microsecond, Some("+02:00 "))"#,
+    ] {
+        let message = refusal(refused, &LimitsSettings::default());
+        assert!(message.contains("fixed offset"), "{message}");
+    }
+    for ok in [
+        r#"Timestamp(Millisecond, Some("+02:00"))"#,
+        r#"Timestamp(Microsecond, Some("-0530"))"#,
+    ] {
+        let s = JsonSchema {
+            fields: vec![JsonField {
+                name: "t".to_owned(),
+                data_type: ok.to_owned(),
+                nullable: true,
+            }],
+        };
+        let arrow = s.to_arrow().unwrap();
+        assert_eq!(
+            JsonSchema::parse_stored(&JsonSchema::canonical(&arrow)).unwrap(),
+            arrow
+        );
+    }
+}
