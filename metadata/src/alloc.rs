@@ -30,6 +30,8 @@ pub enum IdKind {
     Object,
     /// Table incarnations (one per table created).
     Table,
+    /// Kafka broker ids (one per node id, kept for good under `mink/broker-ids/`).
+    Broker,
 }
 
 impl IdKind {
@@ -40,6 +42,7 @@ impl IdKind {
             IdKind::Stream => "stream",
             IdKind::Object => "object",
             IdKind::Table => "table",
+            IdKind::Broker => "broker",
         };
         format!("{}{name}", keys::IDS)
     }
@@ -47,10 +50,14 @@ impl IdKind {
 
 /// Takes `count` fresh ids of `kind` straight from the KV counter.
 pub async fn reserve_block(kv: &dyn MetaKv, kind: IdKind, count: u64) -> Result<Range<u64>> {
+    reserve_at(kv, kind.key(), count).await
+}
+
+/// Takes `count` fresh ids from the counter at `key` (0 first, when it is absent).
+pub(crate) async fn reserve_at(kv: &dyn MetaKv, key: String, count: u64) -> Result<Range<u64>> {
     if count == 0 {
         return Err(MetaError::Invalid(InvalidRequest::EmptyIdBlock));
     }
-    let key = kind.key();
     let mut current = kv.get(&key).await?;
     for attempt in 0..MAX_ATTEMPTS {
         let (next, version) = match &current {

@@ -165,6 +165,14 @@ pub enum InvalidRequest {
         /// The refused name.
         name: String,
     },
+    /// A lease session's margin is not shorter than the lease's TTL.
+    #[error("a lease margin of {margin:?} leaves nothing of the {ttl:?} lease granted")]
+    LeaseMargin {
+        /// The margin asked for.
+        margin: std::time::Duration,
+        /// The TTL granted.
+        ttl: std::time::Duration,
+    },
     /// An id allocator was asked for zero ids.
     #[error("cannot reserve an empty block of ids")]
     EmptyIdBlock,

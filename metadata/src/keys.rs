@@ -9,7 +9,9 @@
 //! | `mink/streams/{id:020}` | [`crate::StreamRecord`] |
 //! | `mink/objects/{id:020}` | [`crate::ObjectRecord`] |
 //! | `mink/wal/{node}/{first_id:020}` | [`crate::WalReservation`] |
-//! | `mink/nodes/{node}` | [`crate::NodeRecord`] |
+//! | `mink/nodes/{node}` | [`crate::NodeRecord`] (held by the node's lease) |
+//! | `mink/incarnations/{node}` | the node's last incarnation (an id counter) |
+//! | `mink/broker-ids/{node}` | the node's Kafka broker id, for good (an id counter's value) |
 //! | `mink/writers/{table}/{partition}/{bucket}` | [`crate::WriterSnapshot`] |
 //!
 //! `{table}` in tablet keys (the writer snapshots here, the tablet registry of `mink-tablet`) is
@@ -32,6 +34,10 @@ pub const OBJECTS: &str = "mink/objects/";
 pub const WAL: &str = "mink/wal/";
 /// Prefix of node registrations.
 pub const NODES: &str = "mink/nodes/";
+/// Prefix of node incarnation counters.
+pub const INCARNATIONS: &str = "mink/incarnations/";
+/// Prefix of node broker ids.
+pub const BROKER_IDS: &str = "mink/broker-ids/";
 /// Prefix of writer snapshots.
 pub const WRITERS: &str = "mink/writers/";
 /// Prefix of dropped tables' tombstones.
@@ -69,6 +75,16 @@ pub fn table_segment(name: &str, incarnation: u64) -> String {
     } else {
         format!("{name}@{incarnation}")
     }
+}
+
+/// Key of a node's incarnation counter.
+pub fn incarnation(node: &str) -> String {
+    format!("{INCARNATIONS}{node}")
+}
+
+/// Key of a node's broker id.
+pub fn broker_id(node: &str) -> String {
+    format!("{BROKER_IDS}{node}")
 }
 
 /// Prefix of one node's WAL reservations.

@@ -9,12 +9,15 @@
 //!   objects and offsets, trims, the WAL registry, tables, nodes, writer snapshots; one file per key
 //!   family under `log/`, each with its key layout.
 //! - [`index`]: the node-local object index answering "objects covering stream S from offset a".
+//! - [`lease`]: [`LeaseSession`], one lease kept alive for a node's life, and the deadline until
+//!   which the node may act on it (docs/cluster.md, the acknowledgement rule).
 
 pub mod alloc;
 pub mod error;
 pub mod index;
 pub mod keys;
 pub mod kv;
+pub mod lease;
 pub mod log;
 pub mod records;
 pub mod value;
@@ -23,11 +26,12 @@ pub use alloc::{IdAllocator, IdKind};
 pub use error::{ErrorKind, MetaError, Result};
 pub use index::{CoveringRange, ObjectIndex};
 pub use kv::{
-    CasOutcome, Compare, EtcdKv, KeyValue, LeaseId, MemoryKv, MetaKv, MetaKvExt, Op, RedbKv,
-    ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
+    CasOutcome, Compare, EtcdKv, KeyValue, Lease, LeaseId, LeaseKeeper, MemoryKv, MetaKv,
+    MetaKvExt, Op, RedbKv, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
 };
+pub use lease::{LeaseSession, SessionState};
 pub use log::{CommitOutcome, CommitRequest, Metadata, MetadataOptions, WalCompacted};
 pub use records::{
     NodeRecord, ObjectKind, ObjectRecord, StreamRange, StreamRecord, StreamState, TableRecord,
-    WalReservation, WriterSnapshot,
+    WalReservation, WriterSnapshot, member_id,
 };

@@ -173,17 +173,46 @@ pub struct WalReservation {
     pub end_id: u64,
 }
 
-/// A node's registration: where it serves and until when it is considered alive.
+/// A node's registration: which life of the node it is and where it serves. Held by the node's
+/// lease where the store has leases, so it vanishes when the node stops renewing it: liveness is
+/// the lease, nothing in the record. Every front end reads its addresses from here
+/// (docs/cluster.md, "Nodes").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeRecord {
-    /// The node id.
+    /// The node id (a key segment).
     pub node_id: String,
-    /// Its advertised address (`host:port`).
-    pub address: String,
-    /// Unix milliseconds after which the node counts as dead unless it heartbeats again.
-    pub expires_at_ms: u64,
-    /// The etcd lease holding the registration, on backends with leases.
+    /// This life of the node: its incarnation counter's value at start.
+    pub incarnation: u64,
+    /// The integer id the Kafka front end advertises; the same for every life of the node id.
+    pub broker_id: i32,
+    /// The advertised HTTP base URL, with its scheme (`http://10.0.0.5:8080`).
+    pub http_url: String,
+    /// The advertised Kafka address (`host:port`), when the Kafka front end listens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_address: Option<String>,
+    /// The advertised Arrow Flight URL, when the Flight front end listens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight_url: Option<String>,
+    /// The lease holding the registration, on stores with leases.
     pub lease: Option<i64>,
+    /// Unix milliseconds at registration, for operators.
+    pub started_at_ms: u64,
+    /// Set by a graceful shutdown: the node is handing its buckets away and takes none.
+    #[serde(default)]
+    pub draining: bool,
+}
+
+impl NodeRecord {
+    /// The member id of this life of the node, `{node_id}.{incarnation}`: what owns streams and
+    /// WALs, and what a recovery claims.
+    pub fn member(&self) -> String {
+        member_id(&self.node_id, self.incarnation)
+    }
+}
+
+/// The member id of incarnation `incarnation` of node `node`.
+pub fn member_id(node: &str, incarnation: u64) -> String {
+    format!("{node}.{incarnation}")
 }
 
 /// A writer-window snapshot of one bucket, taken at `offset`; the bytes are the tablet's own.

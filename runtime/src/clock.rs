@@ -1,9 +1,9 @@
-//! Wall-clock time, injected.
+//! Wall-clock and monotonic time, injected.
 
 use std::fmt::Debug;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A source of wall-clock time in Unix milliseconds.
+/// A source of wall-clock time in Unix milliseconds, and of monotonic time.
 ///
 /// # Contract
 ///
@@ -18,6 +18,12 @@ pub trait Clock: Send + Sync + Debug + 'static {
     fn now_ms_unsigned(&self) -> u64 {
         u64::try_from(self.now_ms()).unwrap_or(0)
     }
+
+    /// Time since an arbitrary start (the boot, for [`SystemClock`]) that never goes backwards and
+    /// keeps counting while the process is stopped and while the machine is suspended: what lease
+    /// deadlines are measured on (docs/cluster.md, the acknowledgement rule). Values mean nothing
+    /// across machines or boots; never store them.
+    fn monotonic(&self) -> Duration;
 }
 
 /// Compile-time check that [`Clock`] stays object-safe.
@@ -34,13 +40,34 @@ impl Clock for SystemClock {
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0)
     }
+
+    /// `CLOCK_BOOTTIME` on Linux: unlike `CLOCK_MONOTONIC` (what `std::time::Instant` reads) it
+    /// counts the time the machine spent suspended. Elsewhere, an `Instant` since the first call.
+    fn monotonic(&self) -> Duration {
+        #[cfg(target_os = "linux")]
+        {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+            Duration::new(
+                u64::try_from(t.tv_sec).unwrap_or(0),
+                u32::try_from(t.tv_nsec).unwrap_or(0),
+            )
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            START.get_or_init(std::time::Instant::now).elapsed()
+        }
+    }
 }
 
-/// A clock that only moves when told to (tests).
+/// A clock that only moves when told to (tests). [`advance`](ManualClock::advance) moves both
+/// its wall clock and its monotonic clock; [`set`](ManualClock::set) moves the wall clock only,
+/// as an NTP step would.
 #[cfg(any(test, feature = "test-util"))]
 #[derive(Debug, Default)]
 pub struct ManualClock {
     now: std::sync::atomic::AtomicI64,
+    monotonic_ms: std::sync::atomic::AtomicU64,
 }
 
 #[cfg(any(test, feature = "test-util"))]
@@ -49,6 +76,7 @@ impl ManualClock {
     pub fn new(now_ms: i64) -> Self {
         ManualClock {
             now: std::sync::atomic::AtomicI64::new(now_ms),
+            monotonic_ms: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -57,9 +85,13 @@ impl ManualClock {
         self.now.store(now_ms, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// Moves the time forward by `ms`.
+    /// Moves the time forward by `ms` (the monotonic clock too, unless `ms` is negative).
     pub fn advance(&self, ms: i64) {
         self.now.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+        self.monotonic_ms.fetch_add(
+            u64::try_from(ms).unwrap_or(0),
+            std::sync::atomic::Ordering::SeqCst,
+        );
     }
 }
 
@@ -67,6 +99,10 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn monotonic(&self) -> Duration {
+        Duration::from_millis(self.monotonic_ms.load(std::sync::atomic::Ordering::SeqCst))
     }
 }
 
@@ -89,5 +125,16 @@ mod tests {
         assert_eq!(clock.now_ms(), 15);
         clock.set(-3);
         assert_eq!((clock.now_ms(), clock.now_ms_unsigned()), (-3, 0));
+        // Setting the wall clock leaves the monotonic one where advancing put it.
+        assert_eq!(clock.monotonic(), Duration::from_millis(5));
+    }
+
+    #[test]
+    fn the_system_monotonic_clock_does_not_go_backwards_and_counts_real_time() {
+        let a = SystemClock.monotonic();
+        std::thread::sleep(Duration::from_millis(20));
+        let b = SystemClock.monotonic();
+        assert!(b >= a + Duration::from_millis(20), "{a:?} then {b:?}");
+        assert!(b - a < Duration::from_secs(60), "{a:?} then {b:?}");
     }
 }

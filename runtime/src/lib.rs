@@ -1,8 +1,9 @@
 //! What the engine takes from its environment, in one place so every crate does it one way and
 //! tests can control it:
 //!
-//! - [`Clock`]: wall-clock time in Unix milliseconds, injected ([`SystemClock`] in production,
-//!   [`ManualClock`] in tests, behind the `test-util` feature);
+//! - [`Clock`]: wall-clock time in Unix milliseconds and monotonic time that counts suspends,
+//!   injected ([`SystemClock`] in production, [`ManualClock`] in tests, behind the `test-util`
+//!   feature);
 //! - [`SeededRng`]: a small seeded pseudo-random generator whose sequence never changes, for fault
 //!   and latency injection and load generators, so a recorded seed replays;
 //! - [`Backoff`]: exponential retry delays with jitter (the `backon` crate), for every retry loop;

@@ -17,8 +17,8 @@ use etcd_client::{
 use futures::StreamExt;
 
 use super::{
-    KeyValue, LeaseId, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream, prefix_end,
-    scan_start, validate_key, validate_scan_limit, validate_txn,
+    KeyValue, Lease, LeaseId, LeaseKeeper, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent,
+    WatchStream, prefix_end, scan_start, validate_key, validate_scan_limit, validate_txn,
 };
 use crate::error::{InvalidRequest, MetaError, Result};
 
@@ -163,7 +163,19 @@ impl MetaKv for EtcdKv {
             .kv_client()
             .txn(EtcdTxn::new().when(compares).and_then(ops))
             .await
-            .map_err(unavailable("txn"))?;
+            .map_err(|e| {
+                match txn.on_success.iter().find_map(|op| match op {
+                    Op::Put { lease: Some(l), .. } if lease_not_found(&e) => Some(*l),
+                    _ => None,
+                }) {
+                    // Nothing was applied: etcd refused the put of a lease that is gone.
+                    Some(lease) => MetaError::NotFound {
+                        what: "lease",
+                        id: lease.to_string(),
+                    },
+                    None => unavailable("txn")(e),
+                }
+            })?;
         Ok(TxnOutcome {
             succeeded: resp.succeeded(),
             revision: revision_of(resp.header()),
@@ -285,43 +297,87 @@ impl MetaKv for EtcdKv {
         Ok(events.boxed())
     }
 
-    async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId> {
-        let secs = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+    async fn grant_lease(&self, ttl: Duration) -> Result<Lease> {
+        // etcd grants whole seconds: round up, so the lease is never shorter than asked.
+        let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+        let secs = i64::try_from(secs.max(1)).unwrap_or(i64::MAX);
         let resp = self
             .client
             .lease_client()
             .grant(secs, None)
             .await
             .map_err(unavailable("grant_lease"))?;
-        Ok(resp.id())
+        Ok(Lease {
+            id: resp.id(),
+            ttl: Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(0)),
+        })
     }
 
-    async fn keep_alive(&self, lease: LeaseId) -> Result<()> {
-        let (mut keeper, mut stream) = self
+    async fn lease_keeper(&self, lease: LeaseId) -> Result<Box<dyn LeaseKeeper>> {
+        let (keeper, stream) = self
             .client
             .lease_client()
             .keep_alive(lease)
             .await
             .map_err(unavailable("keep_alive"))?;
-        keeper
-            .keep_alive()
-            .await
-            .map_err(unavailable("keep_alive"))?;
-        match stream.message().await.map_err(unavailable("keep_alive"))? {
-            Some(resp) if resp.ttl() > 0 => Ok(()),
-            _ => Err(MetaError::NotFound {
-                what: "lease",
-                id: lease.to_string(),
-            }),
+        Ok(Box::new(EtcdKeeper { keeper, stream }))
+    }
+
+    async fn lease_ttl(&self, lease: LeaseId) -> Result<Option<Duration>> {
+        match self.client.lease_client().time_to_live(lease, None).await {
+            // etcd answers -1 for a lease it no longer has.
+            Ok(resp) => Ok(u64::try_from(resp.ttl())
+                .ok()
+                .filter(|ttl| *ttl > 0)
+                .map(Duration::from_secs)),
+            Err(e) if lease_not_found(&e) => Ok(None),
+            Err(e) => Err(unavailable("lease_ttl")(e)),
         }
     }
 
     async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
-        self.client
-            .lease_client()
-            .revoke(lease)
+        match self.client.lease_client().revoke(lease).await {
+            Ok(_) => Ok(()),
+            Err(e) if lease_not_found(&e) => Ok(()),
+            Err(e) => Err(unavailable("revoke_lease")(e)),
+        }
+    }
+}
+
+/// Whether etcd refused a call because the lease does not exist (`requested lease not found`).
+fn lease_not_found(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(status) if status.message().contains("lease not found"))
+}
+
+/// The keep-alive stream of an etcd lease: etcd-client's keeper (sends) and stream (answers).
+struct EtcdKeeper {
+    keeper: etcd_client::LeaseKeeper,
+    stream: etcd_client::LeaseKeepAliveStream,
+}
+
+#[async_trait]
+impl LeaseKeeper for EtcdKeeper {
+    async fn renew(&mut self) -> Result<Option<Duration>> {
+        self.keeper
+            .keep_alive()
             .await
-            .map_err(unavailable("revoke_lease"))?;
-        Ok(())
+            .map_err(unavailable("keep_alive"))?;
+        match self
+            .stream
+            .message()
+            .await
+            .map_err(unavailable("keep_alive"))?
+        {
+            // etcd answers a TTL of 0 or less for a lease that is gone.
+            Some(resp) => Ok(u64::try_from(resp.ttl())
+                .ok()
+                .filter(|ttl| *ttl > 0)
+                .map(Duration::from_secs)),
+            None => Err(MetaError::Unavailable {
+                backend: BACKEND,
+                operation: "keep_alive",
+                source: "etcd closed the keep-alive stream".into(),
+            }),
+        }
     }
 }

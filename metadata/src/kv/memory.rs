@@ -1,32 +1,49 @@
 //! [`MemoryKv`]: the metadata KV in a `BTreeMap`, for tests. Fast, watchable, forgotten on drop.
+//!
+//! Leases expire by the store's clock (its monotonic time, so a [`ManualClock`](mink_runtime)
+//! moves them in tests). Expiry is applied at the start of every operation, a renewal included:
+//! the expired leases' keys are deleted in one revision, and watchers see the deletes then.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use mink_runtime::{Clock, SystemClock};
 use parking_lot::Mutex;
 
 use super::hub::WatchHub;
 use super::{
-    KeyValue, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream, leases_unsupported,
-    put_as_txn, puts_with_lease, scan_start, validate_key, validate_scan_limit, validate_txn,
+    KeyValue, Lease, LeaseId, LeaseKeeper, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent,
+    WatchStream, put_as_txn, scan_start, validate_key, validate_scan_limit, validate_txn,
 };
-use crate::error::Result;
+use crate::error::{MetaError, Result};
 
 const BACKEND: &str = "memory";
 
 #[derive(Debug, Default)]
 struct State {
-    map: BTreeMap<String, (Bytes, u64)>,
+    /// Value, version and lease of each key.
+    map: BTreeMap<String, (Bytes, u64, Option<LeaseId>)>,
     revision: u64,
+    /// Each live lease: its TTL and when it expires (the clock's monotonic time).
+    leases: HashMap<LeaseId, (Duration, Duration)>,
+    next_lease: LeaseId,
 }
 
-/// An in-memory [`MetaKv`]. Supports watches; has no leases (node records carry an expiry instead).
 #[derive(Debug)]
-pub struct MemoryKv {
+struct Inner {
     state: Mutex<State>,
     hub: WatchHub,
+    clock: Arc<dyn Clock>,
+}
+
+/// An in-memory [`MetaKv`] with watches and leases.
+#[derive(Debug, Clone)]
+pub struct MemoryKv {
+    inner: Arc<Inner>,
 }
 
 impl Default for MemoryKv {
@@ -36,12 +53,83 @@ impl Default for MemoryKv {
 }
 
 impl MemoryKv {
-    /// An empty store.
+    /// An empty store whose leases expire by the system clock.
     pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty store whose leases expire by `clock`'s monotonic time.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         MemoryKv {
-            state: Mutex::new(State::default()),
-            hub: WatchHub::new(),
+            inner: Arc::new(Inner {
+                state: Mutex::new(State::default()),
+                hub: WatchHub::new(),
+                clock,
+            }),
         }
+    }
+}
+
+impl Inner {
+    /// The state, with every lease that has expired by now removed along with its keys.
+    fn state(&self) -> parking_lot::MutexGuard<'_, State> {
+        let mut state = self.state.lock();
+        let now = self.clock.monotonic();
+        let expired: Vec<LeaseId> = state
+            .leases
+            .iter()
+            .filter(|(_, (_, expires))| *expires <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        if !expired.is_empty() {
+            self.drop_leases(&mut state, &expired);
+        }
+        state
+    }
+
+    /// Removes `leases` and deletes their keys in one revision.
+    fn drop_leases(&self, state: &mut State, leases: &[LeaseId]) {
+        for id in leases {
+            state.leases.remove(id);
+        }
+        let keys: Vec<String> = state
+            .map
+            .iter()
+            .filter(|(_, (_, _, lease))| lease.is_some_and(|l| leases.contains(&l)))
+            .map(|(key, _)| key.clone())
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        state.revision += 1;
+        let revision = state.revision;
+        let mut events = Vec::with_capacity(keys.len());
+        for key in keys {
+            state.map.remove(&key);
+            events.push(WatchEvent::Delete { key, revision });
+        }
+        self.hub.publish(events);
+    }
+
+    fn renew(&self, lease: LeaseId) -> Option<Duration> {
+        let mut state = self.state();
+        let now = self.clock.monotonic();
+        let (ttl, expires) = state.leases.get_mut(&lease)?;
+        *expires = now + *ttl;
+        Some(*ttl)
+    }
+}
+
+/// The keep-alive stream of a memory lease: each renewal is a call on the store.
+struct MemoryKeeper {
+    inner: Arc<Inner>,
+    lease: LeaseId,
+}
+
+#[async_trait]
+impl LeaseKeeper for MemoryKeeper {
+    async fn renew(&mut self) -> Result<Option<Duration>> {
+        Ok(self.inner.renew(self.lease))
     }
 }
 
@@ -53,8 +141,8 @@ impl MetaKv for MemoryKv {
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         validate_key(key)?;
-        let state = self.state.lock();
-        Ok(state.map.get(key).map(|(value, version)| KeyValue {
+        let state = self.inner.state();
+        Ok(state.map.get(key).map(|(value, version, _)| KeyValue {
             key: key.to_owned(),
             value: value.clone(),
             version: *version,
@@ -67,13 +155,13 @@ impl MetaKv for MemoryKv {
 
     async fn delete(&self, key: &str) -> Result<bool> {
         validate_key(key)?;
-        let mut state = self.state.lock();
+        let mut state = self.inner.state();
         if state.map.remove(key).is_none() {
             return Ok(false);
         }
         state.revision += 1;
         let revision = state.revision;
-        self.hub.publish([WatchEvent::Delete {
+        self.inner.hub.publish([WatchEvent::Delete {
             key: key.to_owned(),
             revision,
         }]);
@@ -82,11 +170,11 @@ impl MetaKv for MemoryKv {
 
     async fn txn(&self, txn: Txn) -> Result<TxnOutcome> {
         validate_txn(&txn)?;
-        let mut state = self.state.lock();
+        let mut state = self.inner.state();
         let holds = txn
             .compares
             .iter()
-            .all(|c| state.map.get(&c.key).map_or(0, |(_, version)| *version) == c.version);
+            .all(|c| state.map.get(&c.key).map_or(0, |(_, version, _)| *version) == c.version);
         if !holds {
             return Ok(TxnOutcome {
                 succeeded: false,
@@ -99,16 +187,28 @@ impl MetaKv for MemoryKv {
                 revision: state.revision,
             });
         }
-        if puts_with_lease(&txn) {
-            return Err(leases_unsupported(BACKEND));
+        // As etcd: a put with a lease that is gone fails the whole transaction.
+        for op in &txn.on_success {
+            if let Op::Put {
+                lease: Some(lease), ..
+            } = op
+                && !state.leases.contains_key(lease)
+            {
+                return Err(MetaError::NotFound {
+                    what: "lease",
+                    id: lease.to_string(),
+                });
+            }
         }
         state.revision += 1;
         let revision = state.revision;
         let mut events = Vec::with_capacity(txn.on_success.len());
         for op in txn.on_success {
             match op {
-                Op::Put { key, value, .. } => {
-                    state.map.insert(key.clone(), (value.clone(), revision));
+                Op::Put { key, value, lease } => {
+                    state
+                        .map
+                        .insert(key.clone(), (value.clone(), revision, lease));
                     events.push(WatchEvent::Put(KeyValue {
                         key,
                         value,
@@ -130,7 +230,7 @@ impl MetaKv for MemoryKv {
                 revision: state.revision,
             });
         }
-        self.hub.publish(events);
+        self.inner.hub.publish(events);
         Ok(TxnOutcome {
             succeeded: true,
             revision,
@@ -144,11 +244,11 @@ impl MetaKv for MemoryKv {
         limit: usize,
     ) -> Result<ScanPage> {
         validate_scan_limit(limit)?;
-        let state = self.state.lock();
+        let state = self.inner.state();
         let lower = scan_start(prefix, start_after);
         let mut items = Vec::new();
         let mut more = false;
-        for (key, (value, version)) in state.map.range::<str, _>((lower, Bound::Unbounded)) {
+        for (key, (value, version, _)) in state.map.range::<str, _>((lower, Bound::Unbounded)) {
             if !key.starts_with(prefix) {
                 break;
             }
@@ -170,8 +270,40 @@ impl MetaKv for MemoryKv {
     }
 
     async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream> {
-        Ok(self.hub.subscribe(prefix))
+        Ok(self.inner.hub.subscribe(prefix))
     }
 
-    // No leases: the trait's defaults refuse them.
+    async fn grant_lease(&self, ttl: Duration) -> Result<Lease> {
+        let ttl = ttl.max(Duration::from_millis(1));
+        let mut state = self.inner.state();
+        state.next_lease += 1;
+        let id = state.next_lease;
+        let expires = self.inner.clock.monotonic() + ttl;
+        state.leases.insert(id, (ttl, expires));
+        Ok(Lease { id, ttl })
+    }
+
+    async fn lease_keeper(&self, lease: LeaseId) -> Result<Box<dyn LeaseKeeper>> {
+        Ok(Box::new(MemoryKeeper {
+            inner: Arc::clone(&self.inner),
+            lease,
+        }))
+    }
+
+    async fn lease_ttl(&self, lease: LeaseId) -> Result<Option<Duration>> {
+        let state = self.inner.state();
+        let now = self.inner.clock.monotonic();
+        Ok(state
+            .leases
+            .get(&lease)
+            .map(|(_, expires)| expires.saturating_sub(now)))
+    }
+
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
+        let mut state = self.inner.state();
+        if state.leases.contains_key(&lease) {
+            self.inner.drop_leases(&mut state, &[lease]);
+        }
+        Ok(())
+    }
 }

@@ -195,6 +195,25 @@ pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchEvent>> + Send + 's
 /// A lease id from [`MetaKv::grant_lease`].
 pub type LeaseId = i64;
 
+/// A lease as the backend granted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// Its id, for [`Op::Put`] and the other lease calls.
+    pub id: LeaseId,
+    /// The TTL the backend granted, which may be longer than the one asked for (etcd grants
+    /// whole seconds).
+    pub ttl: Duration,
+}
+
+/// One open keep-alive stream of a lease ([`MetaKv::lease_keeper`]), kept for the lease's life.
+#[async_trait]
+pub trait LeaseKeeper: Send {
+    /// Sends one keep-alive and waits for its answer: `Some(ttl)` when the lease was renewed for
+    /// `ttl` from when the backend processed it, `None` when the lease is gone (expired or
+    /// revoked). An error means the stream broke and the outcome is unknown; open another.
+    async fn renew(&mut self) -> Result<Option<Duration>>;
+}
+
 /// The metadata KV.
 ///
 /// # Contract
@@ -214,9 +233,10 @@ pub type LeaseId = i64;
 /// - **Watches** deliver every change under the prefix made after `watch_prefix` returned, in revision
 ///   order, until the stream is dropped or yields an error. Backends without watches return
 ///   [`MetaError::Unsupported`].
-/// - **Leases** (etcd): a key put with a lease is deleted when the lease expires. Backends without
-///   leases return [`MetaError::Unsupported`] from `grant_lease`; callers then rely on an expiry time
-///   stored in the value.
+/// - **Leases** (etcd, memory): a key put with a lease is deleted when the lease expires or is
+///   revoked; a put with a lease that is gone fails with [`MetaError::NotFound`]. A lease is kept
+///   alive through one [`LeaseKeeper`] for its whole life. Backends without leases (redb) return
+///   [`MetaError::Unsupported`] from every lease call and from a put with a lease.
 /// - Keys are non-empty UTF-8 strings. Methods never panic on any stored bytes.
 #[async_trait]
 pub trait MetaKv: Send + Sync + 'static {
@@ -242,22 +262,29 @@ pub trait MetaKv: Send + Sync + 'static {
     /// Streams the changes under `prefix` made after this call returns.
     async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream>;
 
-    /// Grants a lease of `ttl`; keys put with it disappear when it is not kept alive. Backends
-    /// without leases (the default) fail with [`MetaError::Unsupported`].
-    async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId> {
+    /// Grants a lease of at least `ttl`; keys put with it disappear when it is not kept alive.
+    /// Backends without leases (the default) fail with [`MetaError::Unsupported`].
+    async fn grant_lease(&self, ttl: Duration) -> Result<Lease> {
         let _ = ttl;
         Err(leases_unsupported(self.backend()))
     }
 
-    /// Refreshes a lease for another ttl. Fails with [`MetaError::NotFound`] if it expired, and
-    /// with [`MetaError::Unsupported`] on a backend without leases (the default).
-    async fn keep_alive(&self, lease: LeaseId) -> Result<()> {
+    /// Opens the keep-alive stream of `lease`: one per lease, kept open while the lease is kept
+    /// alive. Fails with [`MetaError::Unsupported`] on a backend without leases (the default).
+    async fn lease_keeper(&self, lease: LeaseId) -> Result<Box<dyn LeaseKeeper>> {
         let _ = lease;
         Err(leases_unsupported(self.backend()))
     }
 
-    /// Revokes a lease, deleting its keys. Fails with [`MetaError::Unsupported`] on a backend
-    /// without leases (the default).
+    /// The time `lease` has left, `None` when it is gone (expired, revoked, never granted). Fails
+    /// with [`MetaError::Unsupported`] on a backend without leases (the default).
+    async fn lease_ttl(&self, lease: LeaseId) -> Result<Option<Duration>> {
+        let _ = lease;
+        Err(leases_unsupported(self.backend()))
+    }
+
+    /// Revokes a lease, deleting its keys; revoking a lease that is gone succeeds. Fails with
+    /// [`MetaError::Unsupported`] on a backend without leases (the default).
     async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
         let _ = lease;
         Err(leases_unsupported(self.backend()))

@@ -97,7 +97,8 @@ impl Metadata {
         Self::open_with_clock(kv, options, Arc::new(SystemClock)).await
     }
 
-    /// [`Metadata::open`], with `clock` for the times it records (node registration expiry).
+    /// [`Metadata::open`], with `clock` for what measures time against the metadata (the lease
+    /// sessions of the nodes it serves: [`Metadata::clock`]).
     pub async fn open_with_clock(
         kv: Arc<dyn MetaKv>,
         options: MetadataOptions,
@@ -121,6 +122,11 @@ impl Metadata {
     /// The underlying KV.
     pub fn kv(&self) -> &Arc<dyn MetaKv> {
         &self.kv
+    }
+
+    /// The clock it was opened with.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 
     /// The node-local object index.

@@ -1,123 +1,144 @@
-//! Node registrations: where each node serves and until when it counts as alive.
+//! Node registrations: which life of each node is alive and where it serves.
 //!
 //! | Key | Value |
 //! |---|---|
-//! | `mink/nodes/{node}` | [`NodeRecord`]: node id, advertised address, expiry (Unix ms), etcd lease |
+//! | `mink/nodes/{node}` | [`NodeRecord`], put with the node's lease |
+//! | `mink/incarnations/{node}` | the node's last incarnation (an id counter) |
+//! | `mink/broker-ids/{node}` | the node's Kafka broker id (an id counter's value), for good |
 //!
-//! On etcd the key is held by a lease, so it vanishes when the node stops heartbeating; on every
-//! backend the record carries its expiry time, which [`Metadata::live_nodes`] checks.
-
-use std::time::Duration;
+//! On a store with leases the registration vanishes with its lease, so the registrations present
+//! are the nodes alive. A store without leases (redb) holds one node only, registered without one.
 
 use super::Metadata;
 use super::read::{SCAN_PAGE, decode_all, get_record};
+use crate::alloc::{IdKind, reserve_at, reserve_block};
 use crate::error::{MetaError, Result};
 use crate::keys;
-use crate::kv::{Compare, MetaKvExt, Op, Txn};
-use crate::records::NodeRecord;
-use crate::value::encode;
+use crate::kv::{CasOutcome, Compare, MetaKvExt, Op, Txn};
+use crate::records::{IdCounter, NodeRecord};
+use crate::value::{decode, encode};
 
 impl Metadata {
-    /// Registers `node` at `address` for `ttl`: on etcd with a lease (the record vanishes if the
-    /// node stops heartbeating), everywhere with an expiry time in the record.
-    pub async fn register_node(
-        &self,
-        node: &str,
-        address: &str,
-        ttl: Duration,
-    ) -> Result<NodeRecord> {
+    /// The next incarnation of `node`: 1 at its first start, one more at every start after.
+    pub async fn next_incarnation(&self, node: &str) -> Result<u64> {
         keys::check_segment("node", node)?;
-        let lease = match self.kv.grant_lease(ttl).await {
-            Ok(lease) => Some(lease),
-            Err(MetaError::Unsupported { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        let record = NodeRecord {
-            node_id: node.to_owned(),
-            address: address.to_owned(),
-            expires_at_ms: self
-                .clock
-                .now_ms_unsigned()
-                .saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
-            lease,
-        };
-        let op = Op::Put {
-            key: keys::node(node),
-            value: encode(&record),
-            lease,
-        };
-        self.kv
-            .txn(Txn {
-                compares: vec![],
-                on_success: vec![op],
-            })
-            .await?;
-        Ok(record)
+        Ok(reserve_at(self.kv.as_ref(), keys::incarnation(node), 1)
+            .await?
+            .end)
     }
 
-    /// Extends `node`'s registration by `ttl` from now. Fails with NotFound if it expired.
-    pub async fn heartbeat_node(&self, node: &str, ttl: Duration) -> Result<NodeRecord> {
+    /// The Kafka broker id of `node`: allocated at its first start, the same ever after.
+    pub async fn broker_id(&self, node: &str) -> Result<i32> {
         keys::check_segment("node", node)?;
-        let key = keys::node(node);
-        let Some((mut record, version)) = get_record::<NodeRecord>(&self.kv.get(&key).await?)?
-        else {
-            return Err(MetaError::NotFound {
-                what: "node",
-                id: node.to_owned(),
-            });
+        let key = keys::broker_id(node);
+        let read = |raw: &[u8]| -> Result<i32> {
+            let id = decode::<IdCounter>(&key, raw)?.0;
+            i32::try_from(id).map_err(|_| MetaError::Corrupt {
+                key: key.clone(),
+                reason: format!("broker id {id} does not fit an i32"),
+            })
         };
-        if let Some(lease) = record.lease {
-            self.kv.keep_alive(lease).await?;
+        if let Some(kv) = self.kv.get(&key).await? {
+            return read(&kv.value);
         }
-        record.expires_at_ms = self
-            .clock
-            .now_ms_unsigned()
-            .saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
-        let op = Op::Put {
-            key: key.clone(),
-            value: encode(&record),
-            lease: record.lease,
+        // Broker ids start at 1; a lost race wastes one.
+        let id = reserve_block(self.kv.as_ref(), IdKind::Broker, 1)
+            .await?
+            .end;
+        match self
+            .kv
+            .compare_and_swap(&key, 0, Some(encode(&IdCounter(id))))
+            .await?
+        {
+            CasOutcome::Swapped { .. } => read(&encode(&IdCounter(id))),
+            CasOutcome::Conflict {
+                current: Some(kv), ..
+            } => read(&kv.value),
+            CasOutcome::Conflict { current: None } => Err(MetaError::Contended {
+                operation: "allocate a broker id",
+                key,
+                attempts: 1,
+            }),
+        }
+    }
+
+    /// Registers `record` (with its lease, when it has one). Fails with
+    /// [`MetaError::AlreadyExists`] while another registration of the same node id is present:
+    /// a previous life whose lease has not expired yet, or another process using the same id.
+    pub async fn register_node(&self, record: &NodeRecord) -> Result<()> {
+        keys::check_segment("node", &record.node_id)?;
+        let key = keys::node(&record.node_id);
+        let outcome = self
+            .kv
+            .txn(Txn {
+                compares: vec![Compare::absent(key.clone())],
+                on_success: vec![Op::Put {
+                    key: key.clone(),
+                    value: encode(record),
+                    lease: record.lease,
+                }],
+            })
+            .await?;
+        if outcome.succeeded {
+            return Ok(());
+        }
+        let present = get_record::<NodeRecord>(&self.kv.get(&key).await?)?;
+        Err(MetaError::AlreadyExists {
+            what: "node registration",
+            id: match present {
+                Some((other, _)) => format!("{} (member {})", record.node_id, other.member()),
+                None => record.node_id.clone(),
+            },
+        })
+    }
+
+    /// Rewrites the registration of `record`'s member (to set `draining`, say). Fails with
+    /// [`MetaError::NotFound`] when that member is not the one registered.
+    pub async fn update_node(&self, record: &NodeRecord) -> Result<()> {
+        keys::check_segment("node", &record.node_id)?;
+        let key = keys::node(&record.node_id);
+        let not_found = || MetaError::NotFound {
+            what: "node registration",
+            id: record.member(),
         };
+        let Some((current, version)) = get_record::<NodeRecord>(&self.kv.get(&key).await?)? else {
+            return Err(not_found());
+        };
+        if current.incarnation != record.incarnation {
+            return Err(not_found());
+        }
         let outcome = self
             .kv
             .txn(Txn {
                 compares: vec![Compare::version(key.clone(), version)],
-                on_success: vec![op],
+                on_success: vec![Op::Put {
+                    key,
+                    value: encode(record),
+                    lease: record.lease,
+                }],
             })
             .await?;
-        if !outcome.succeeded {
-            return Err(MetaError::Contended {
-                operation: "heartbeat",
-                key,
-                attempts: 1,
-            });
+        if outcome.succeeded {
+            Ok(())
+        } else {
+            Err(not_found())
         }
-        Ok(record)
     }
 
-    /// Nodes whose registration has not expired at `now_ms` (Unix milliseconds).
-    pub async fn live_nodes(&self, now_ms: u64) -> Result<Vec<NodeRecord>> {
-        let all: Vec<NodeRecord> = decode_all(&self.kv.scan_all(keys::NODES, SCAN_PAGE).await?)?;
-        Ok(all
-            .into_iter()
-            .filter(|n| n.expires_at_ms > now_ms)
-            .collect())
+    /// The registrations present: on a store with leases, the nodes alive.
+    pub async fn live_nodes(&self) -> Result<Vec<NodeRecord>> {
+        decode_all(&self.kv.scan_all(keys::NODES, SCAN_PAGE).await?)
     }
 
-    /// Removes `node`'s registration (and revokes its lease).
-    pub async fn deregister_node(&self, node: &str) -> Result<()> {
-        keys::check_segment("node", node)?;
-        let key = keys::node(node);
-        if let Some((
-            NodeRecord {
-                lease: Some(lease), ..
-            },
-            _,
-        )) = get_record::<NodeRecord>(&self.kv.get(&key).await?)?
+    /// Removes the registration of `record`'s member, if it is the one registered.
+    pub async fn deregister_node(&self, record: &NodeRecord) -> Result<()> {
+        keys::check_segment("node", &record.node_id)?;
+        let key = keys::node(&record.node_id);
+        if let Some((current, version)) = get_record::<NodeRecord>(&self.kv.get(&key).await?)?
+            && current.incarnation == record.incarnation
         {
-            self.kv.revoke_lease(lease).await?;
+            self.kv.compare_and_swap(&key, version, None).await?;
         }
-        self.kv.delete(&key).await?;
         Ok(())
     }
 }

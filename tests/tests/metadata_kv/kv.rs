@@ -289,3 +289,60 @@ pub(super) async fn corrupt_and_future_values_are_typed_errors(f: Fixture) {
         ErrorKind::Corrupt
     );
 }
+
+/// Leases: keys put with one live while it is renewed and go when it is revoked or expires; on
+/// redb, which has none, every lease call is refused.
+pub(super) async fn leases_hold_keys_until_revoked_or_expired(f: Fixture) {
+    let put_with = |lease: i64, key: &str| Txn {
+        compares: vec![],
+        on_success: vec![Op::Put {
+            key: key.to_owned(),
+            value: b("held"),
+            lease: Some(lease),
+        }],
+    };
+    if f.kv.backend() == "redb" {
+        let refused = f.kv.grant_lease(std::time::Duration::from_secs(5)).await;
+        assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unsupported);
+        let refused = f.kv.txn(put_with(1, "mink/l/a")).await.unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Unsupported);
+        return;
+    }
+    let asked = std::time::Duration::from_millis(1500);
+    let lease = f.kv.grant_lease(asked).await.unwrap();
+    assert!(lease.ttl >= asked, "granted {:?} for {asked:?}", lease.ttl);
+    f.kv.txn(put_with(lease.id, "mink/l/a")).await.unwrap();
+    let mut keeper = f.kv.lease_keeper(lease.id).await.unwrap();
+    assert_eq!(keeper.renew().await.unwrap(), Some(lease.ttl));
+    let left = f.other.lease_ttl(lease.id).await.unwrap().expect("alive");
+    assert!(left <= lease.ttl, "{left:?}");
+    assert!(f.other.get("mink/l/a").await.unwrap().is_some());
+
+    // Revoked: its key is deleted (watchers see it), it cannot hold keys again, renewals say so.
+    let mut watch = f.other.watch_prefix("mink/l/").await.unwrap();
+    f.kv.revoke_lease(lease.id).await.unwrap();
+    assert!(
+        matches!(next_event(&mut watch).await, WatchEvent::Delete { key, .. } if key == "mink/l/a")
+    );
+    assert!(f.other.get("mink/l/a").await.unwrap().is_none());
+    assert_eq!(f.kv.lease_ttl(lease.id).await.unwrap(), None);
+    assert_eq!(keeper.renew().await.unwrap(), None);
+    let refused = f.kv.txn(put_with(lease.id, "mink/l/b")).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::NotFound, "{refused}");
+    assert!(f.kv.get("mink/l/b").await.unwrap().is_none());
+    // Revoking again is not an error.
+    f.kv.revoke_lease(lease.id).await.unwrap();
+
+    // Not renewed: it expires by itself, within its TTL and a little.
+    let lease = f.kv.grant_lease(asked).await.unwrap();
+    f.kv.txn(put_with(lease.id, "mink/l/c")).await.unwrap();
+    let give_up = std::time::Instant::now() + lease.ttl + std::time::Duration::from_secs(5);
+    while f.other.get("mink/l/c").await.unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the lease never expired"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(f.other.lease_ttl(lease.id).await.unwrap(), None);
+}

@@ -22,11 +22,12 @@ use ids::concurrent_allocators_never_repeat_an_id;
 use index::index_is_rebuilt_on_open_and_follows_other_writers;
 use kv::{
     compare_and_swap_needs_the_current_version, corrupt_and_future_values_are_typed_errors,
-    put_get_delete_track_versions, scan_pages_through_a_prefix_only, txn_is_all_or_nothing,
+    leases_hold_keys_until_revoked_or_expired, put_get_delete_track_versions,
+    scan_pages_through_a_prefix_only, txn_is_all_or_nothing,
     watch_sees_changes_under_its_prefix_in_order,
 };
 use records::{
-    node_registrations_expire, tables_and_schema_versions,
+    node_registrations_follow_their_lease, tables_and_schema_versions,
     wal_registry_finds_uncompacted_wal_objects, writer_snapshots_round_trip,
 };
 use streams::{
@@ -101,6 +102,7 @@ conformance!(
     scan_pages_through_a_prefix_only,
     watch_sees_changes_under_its_prefix_in_order,
     corrupt_and_future_values_are_typed_errors,
+    leases_hold_keys_until_revoked_or_expired,
     concurrent_allocators_never_repeat_an_id,
     open_stream_fences_the_previous_epoch,
     commit_adds_removes_advances_and_indexes,
@@ -108,7 +110,7 @@ conformance!(
     trim_moves_the_start_forward_only,
     writer_snapshots_round_trip,
     tables_and_schema_versions,
-    node_registrations_expire,
+    node_registrations_follow_their_lease,
     wal_registry_finds_uncompacted_wal_objects,
     index_is_rebuilt_on_open_and_follows_other_writers,
 );

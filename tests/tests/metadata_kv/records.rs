@@ -1,14 +1,15 @@
 //! The other key families: writer snapshots, tables and their schema versions, node registrations
-//! and their expiry, and the WAL registry of uncompacted WAL objects.
+//! held by their lease, and the WAL registry of uncompacted WAL objects.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use mink_metadata::{
-    CommitRequest, ErrorKind, Metadata, MetadataOptions, ObjectKind, TableRecord, WalCompacted,
-    WriterSnapshot,
+    CommitRequest, ErrorKind, LeaseSession, Metadata, MetadataOptions, NodeRecord, ObjectKind,
+    TableRecord, WalCompacted, WriterSnapshot,
 };
+use mink_runtime::SystemClock;
 
 use super::Fixture;
 use super::streams::object;
@@ -148,54 +149,79 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
     assert_eq!(meta.get_table("orders").await.unwrap(), Some(again));
 }
 
-pub(super) async fn node_registrations_expire(f: Fixture) {
+pub(super) async fn node_registrations_follow_their_lease(f: Fixture) {
     let meta = Metadata::open(Arc::clone(&f.kv), MetadataOptions::default())
         .await
         .unwrap();
-    let rec = meta
-        .register_node("n1", "127.0.0.1:9000", Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(
-        rec.lease.is_some(),
-        f.kv.backend() == "etcd",
-        "leases exactly where the backend has them"
-    );
-    meta.register_node("n2", "127.0.0.1:9001", Duration::from_secs(30))
-        .await
-        .unwrap();
-    let now = rec.expires_at_ms - 30_000;
-    let live: Vec<String> = meta
-        .live_nodes(now)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|n| n.node_id)
-        .collect();
-    assert_eq!(live, vec!["n1", "n2"]);
-    // Past the expiry, nodes count as dead unless they heartbeat.
-    assert!(meta.live_nodes(rec.expires_at_ms + 1).await.unwrap().len() <= 1);
-    let beat = meta
-        .heartbeat_node("n1", Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert!(beat.expires_at_ms > rec.expires_at_ms);
-    let live: Vec<String> = meta
-        .live_nodes(rec.expires_at_ms + 1)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|n| n.node_id)
-        .collect();
-    assert!(live.contains(&"n1".to_owned()));
-    meta.deregister_node("n1").await.unwrap();
-    assert_eq!(
-        meta.heartbeat_node("n1", Duration::from_secs(1))
+    // Every start is a new incarnation; the broker id is the node id's for good.
+    assert_eq!(meta.next_incarnation("n1").await.unwrap(), 1);
+    assert_eq!(meta.next_incarnation("n1").await.unwrap(), 2);
+    assert_eq!(meta.next_incarnation("n2").await.unwrap(), 1);
+    let broker = meta.broker_id("n1").await.unwrap();
+    assert_eq!(meta.broker_id("n1").await.unwrap(), broker);
+    assert_ne!(meta.broker_id("n2").await.unwrap(), broker);
+    assert!(broker > 0);
+
+    let leases = f.kv.backend() != "redb";
+    let session = if leases {
+        Some(
+            LeaseSession::start(
+                Arc::clone(&f.kv),
+                Arc::new(SystemClock),
+                Duration::from_secs(5),
+                Duration::from_millis(500),
+            )
             .await
-            .unwrap_err()
-            .kind(),
+            .unwrap(),
+        )
+    } else {
+        None
+    };
+    let record = NodeRecord {
+        node_id: "n1".to_owned(),
+        incarnation: 2,
+        broker_id: broker,
+        http_url: "http://127.0.0.1:9000".to_owned(),
+        kafka_address: None,
+        flight_url: None,
+        lease: session.as_ref().map(LeaseSession::id),
+        started_at_ms: 1,
+        draining: false,
+    };
+    assert_eq!(record.member(), "n1.2");
+    meta.register_node(&record).await.unwrap();
+    // While it is registered, another life of n1 cannot register.
+    let again = NodeRecord {
+        incarnation: 3,
+        lease: None,
+        ..record.clone()
+    };
+    let refused = meta.register_node(&again).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Conflict, "{refused}");
+    assert!(refused.to_string().contains("n1.2"), "{refused}");
+    // Nor can it rewrite or remove the registration of the life that holds it.
+    assert_eq!(
+        meta.update_node(&again).await.unwrap_err().kind(),
         ErrorKind::NotFound
     );
+    meta.deregister_node(&again).await.unwrap();
+    let draining = NodeRecord {
+        draining: true,
+        ..record.clone()
+    };
+    meta.update_node(&draining).await.unwrap();
+    assert_eq!(meta.live_nodes().await.unwrap(), vec![draining.clone()]);
+
+    if let Some(session) = session {
+        // The registration goes with the lease.
+        session.revoke().await.unwrap();
+        assert!(meta.live_nodes().await.unwrap().is_empty());
+    } else {
+        meta.deregister_node(&draining).await.unwrap();
+        assert!(meta.live_nodes().await.unwrap().is_empty());
+    }
+    meta.register_node(&again).await.unwrap();
+    assert_eq!(meta.live_nodes().await.unwrap(), vec![again]);
 }
 
 pub(super) async fn wal_registry_finds_uncompacted_wal_objects(f: Fixture) {
