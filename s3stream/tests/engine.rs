@@ -299,6 +299,54 @@ async fn a_crash_loses_nothing_acknowledged() {
 }
 
 #[tokio::test]
+async fn a_new_life_of_a_node_recovers_the_earlier_lives_wal() {
+    let world = World::new();
+    // Life 1 of node n1 appends and crashes.
+    let engine = world.engine("n1.1", manual()).await;
+    let a = engine.create_stream().await.unwrap().id;
+    let sa = engine.open_stream(a).await.unwrap();
+    append_n(&sa, 10).await;
+    engine.abort();
+    drop((sa, engine));
+    // Life 2 writes under its own WAL prefix and recovers life 1's first.
+    let engine = Engine::builder()
+        .node("n1.2")
+        .wal_storage(world.storage.clone())
+        .metadata(world.metadata().await)
+        .settings(manual())
+        .recover_earlier(vec!["n1.1".to_owned(), "n1.2".to_owned()])
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(counter(&engine.metrics().recovered_batches), 10);
+    let sa = engine.open_stream(a).await.unwrap();
+    assert_eq!(read_all(&sa, 0).await, expected(0, 20));
+    append_n(&sa, 1).await;
+    let keys: Vec<String> = world
+        .storage
+        .list("wal/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert!(
+        !keys.is_empty() && keys.iter().all(|k| k.starts_with("wal/n1.2/")),
+        "{keys:?}"
+    );
+    assert!(
+        world
+            .metadata()
+            .await
+            .wal_reservations("n1.1")
+            .await
+            .unwrap()
+            .is_empty(),
+        "life 1's WAL ids are retired"
+    );
+}
+
+#[tokio::test]
 async fn a_crash_at_each_failpoint_loses_nothing_acknowledged() {
     for (point, settings) in failpoints::ALL
         .into_iter()

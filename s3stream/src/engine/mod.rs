@@ -59,7 +59,7 @@ use self::stream::Stream;
 use crate::error::{Result, StreamError};
 use crate::failpoints::Failpoints;
 use crate::storage::ObjectStorage;
-use crate::wal::{self, WalIdError, WalIdSource, WalWriter};
+use crate::wal::{self, AckFence, WalIdError, WalIdSource, WalWriter};
 
 /// What the engine is made of, besides its settings.
 pub struct EngineBuilder {
@@ -70,10 +70,26 @@ pub struct EngineBuilder {
     settings: EngineSettings,
     failpoints: Arc<Failpoints>,
     clock: Arc<dyn Clock>,
+    fence: Option<Arc<dyn AckFence>>,
+    earlier: Vec<String>,
+}
+
+/// What [`Engine::open`] is made of, the builder's parts resolved.
+struct Parts {
+    node: String,
+    wal_storage: Arc<dyn ObjectStorage>,
+    data_storage: Arc<dyn ObjectStorage>,
+    metadata: Arc<Metadata>,
+    settings: EngineSettings,
+    failpoints: Arc<Failpoints>,
+    clock: Arc<dyn Clock>,
+    fence: Option<Arc<dyn AckFence>>,
+    earlier: Vec<String>,
 }
 
 impl EngineBuilder {
-    /// This node's id (a metadata key segment: letters, digits, `-_.`).
+    /// This node's id (a metadata key segment: letters, digits, `-_.`): in a cluster, the member
+    /// id of this life of the node, so its WAL objects and registry are its own.
     pub fn node(mut self, node: impl Into<String>) -> Self {
         self.node = Some(node.into());
         self
@@ -115,7 +131,22 @@ impl EngineBuilder {
         self
     }
 
-    /// Recovers this node's WAL, then starts the WAL writer and the compactor.
+    /// Acknowledges WAL PUTs only as `fence` admits (the acknowledgement rule of
+    /// docs/cluster.md); without one, every PUT that succeeds is acknowledged.
+    pub fn ack_fence(mut self, fence: Arc<dyn AckFence>) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// Owners of WAL objects to recover at open before this node's own (earlier lives of the node,
+    /// known to be dead): their records are committed and their WAL ids retired like the node's.
+    pub fn recover_earlier(mut self, owners: Vec<String>) -> Self {
+        self.earlier = owners;
+        self
+    }
+
+    /// Recovers the earlier owners' WALs and this node's, then starts the WAL writer and the
+    /// compactor.
     pub async fn open(self) -> Result<Engine> {
         let missing = |what: &str| StreamError::Inconsistent {
             stream_id: 0,
@@ -125,15 +156,17 @@ impl EngineBuilder {
         let wal_storage = self.wal_storage.ok_or_else(|| missing("WAL storage"))?;
         let data_storage = self.data_storage.unwrap_or_else(|| wal_storage.clone());
         let metadata = self.metadata.ok_or_else(|| missing("metadata"))?;
-        Engine::open(
+        Engine::open(Parts {
             node,
             wal_storage,
             data_storage,
             metadata,
-            self.settings,
-            self.failpoints,
-            self.clock,
-        )
+            settings: self.settings,
+            failpoints: self.failpoints,
+            clock: self.clock,
+            fence: self.fence,
+            earlier: self.earlier,
+        })
         .await
     }
 }
@@ -185,19 +218,37 @@ impl Engine {
             settings: EngineSettings::default(),
             failpoints: Arc::new(Failpoints::new()),
             clock: Arc::new(SystemClock),
+            fence: None,
+            earlier: Vec::new(),
         }
     }
 
-    async fn open(
-        node: String,
-        wal_storage: Arc<dyn ObjectStorage>,
-        data_storage: Arc<dyn ObjectStorage>,
-        metadata: Arc<Metadata>,
-        settings: EngineSettings,
-        failpoints: Arc<Failpoints>,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Engine> {
+    async fn open(parts: Parts) -> Result<Engine> {
+        let Parts {
+            node,
+            wal_storage,
+            data_storage,
+            metadata,
+            settings,
+            failpoints,
+            clock,
+            fence,
+            earlier,
+        } = parts;
         let metrics = Arc::new(EngineMetrics::default());
+        for owner in earlier.iter().filter(|owner| **owner != node) {
+            recovery::recover(
+                owner,
+                &wal_storage,
+                &data_storage,
+                &metadata,
+                &settings,
+                &wal::node_prefix(&settings.wal_prefix, owner),
+                &failpoints,
+                &metrics,
+            )
+            .await?;
+        }
         let wal_prefix = wal::node_prefix(&settings.wal_prefix, &node);
         recovery::recover(
             &node,
@@ -220,7 +271,7 @@ impl Engine {
                 source: Arc::new(e),
             })
         })?;
-        let wal = WalWriter::new(
+        let mut wal = WalWriter::new(
             wal_storage.clone(),
             wal_prefix,
             first_ids,
@@ -228,6 +279,9 @@ impl Engine {
             settings.wal.clone(),
         )
         .with_failpoints(failpoints.clone());
+        if let Some(fence) = fence {
+            wal = wal.with_fence(fence);
+        }
         let caches = Caches::open_with_clock(&settings.cache, clock)
             .await
             .map_err(|e| StreamError::Cache(Arc::new(e)))?;

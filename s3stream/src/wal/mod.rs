@@ -14,7 +14,8 @@ pub mod writer;
 
 pub use crate::format::wal::{WalFormatError, WalRecord, WalSpan};
 pub use writer::{
-    Ack, WalError, WalIdError, WalIdSource, WalMetrics, WalSettings, WalWriter, WrittenObject,
+    Ack, AckFence, WalError, WalIdError, WalIdSource, WalMetrics, WalSettings, WalWriter,
+    WrittenObject,
 };
 
 /// The key prefix of `node`'s WAL objects under the WAL root `root` (ending in `/` unless empty).

@@ -329,3 +329,53 @@ async fn flush_and_shutdown_wait_for_uploads() {
         Err(WalError::ShutDown)
     ));
 }
+
+/// A fence with a hand-moved clock and deadline.
+#[derive(Debug, Default)]
+struct TestFence {
+    now_ms: AtomicU64,
+    deadline_ms: AtomicU64,
+}
+
+impl AckFence for TestFence {
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.now_ms.load(Ordering::SeqCst))
+    }
+    fn admits(&self, completed_at: Duration) -> bool {
+        completed_at < Duration::from_millis(self.deadline_ms.load(Ordering::SeqCst))
+    }
+}
+
+#[tokio::test]
+async fn a_put_that_succeeds_past_the_fence_deadline_is_not_acknowledged() {
+    let storage = memory();
+    let fence = Arc::new(TestFence::default());
+    fence.deadline_ms.store(1_000, Ordering::SeqCst);
+    let wal = writer(storage.clone(), WalSettings::default()).with_fence(fence.clone());
+    outcome(submit(&wal, record(1, 0, 10))).await.unwrap();
+    // Renewals moved the deadline; the node goes on acknowledging.
+    fence.now_ms.store(1_500, Ordering::SeqCst);
+    fence.deadline_ms.store(2_000, Ordering::SeqCst);
+    outcome(submit(&wal, record(1, 1, 10))).await.unwrap();
+    // The node was paused past its deadline: the PUT lands, its success arrives too late.
+    fence.now_ms.store(2_000, Ordering::SeqCst);
+    let late = outcome(submit(&wal, record(1, 2, 10))).await;
+    let Err(WalError::Fenced { key }) = late else {
+        panic!("expected Fenced, got {late:?}");
+    };
+    assert!(
+        storage.get(&key).await.is_ok(),
+        "the object is in the store, unacknowledged"
+    );
+    // Nothing is acknowledged any more, even once the clock reads early again.
+    fence.now_ms.store(0, Ordering::SeqCst);
+    assert!(matches!(
+        wal.submit(record(1, 3, 10), Box::new(|_| {})),
+        Err(WalError::Failed { .. })
+    ));
+    assert!(matches!(
+        wal.failure().as_deref(),
+        Some(WalError::Fenced { .. })
+    ));
+    assert_eq!(wal.metrics().records_acked.load(Ordering::Relaxed), 2);
+}

@@ -12,6 +12,11 @@
 //! that fails is retried with exponential backoff; if it still fails, the writer becomes
 //! *failed*: that group's appends and every later one fail, nothing after it is acknowledged,
 //! and new submissions are refused. Recovery (reopening the engine) replays what did land.
+//!
+//! In a cluster the writer has an [`AckFence`]: when a PUT's success arrives, the writer reads
+//! the fence's clock, and if the fence does not admit that time (the node's lease may have
+//! expired by then) the group is not acknowledged and the writer fails with
+//! [`WalError::Fenced`] (docs/cluster.md, the acknowledgement rule).
 
 use std::collections::{HashMap, VecDeque};
 use std::mem;
@@ -30,6 +35,15 @@ use crate::storage::{ObjectStorage, StorageError};
 
 /// Called once per submitted record with its outcome, in submission order.
 pub type Ack = Box<dyn FnOnce(Result<(), WalError>) + Send>;
+
+/// Whether the appends of a PUT may be acknowledged, by when its success arrived: the
+/// acknowledgement rule of docs/cluster.md, behind the node's lease session.
+pub trait AckFence: Send + Sync + std::fmt::Debug + 'static {
+    /// Now, on the monotonic clock `admits` is asked about.
+    fn now(&self) -> Duration;
+    /// Whether a PUT whose success arrived at `completed_at` may be acknowledged.
+    fn admits(&self, completed_at: Duration) -> bool;
+}
 
 /// Where WAL object ids come from: blocks of increasing ids, registered (in the metadata) before
 /// they are handed out, so that recovery finds every WAL object without listing the bucket.
@@ -126,6 +140,15 @@ pub enum WalError {
     /// The writer was shut down before the append was uploaded.
     #[error("the WAL is shut down")]
     ShutDown,
+    /// The PUT of WAL object `key` succeeded after the node could prove its lease alive, so its
+    /// appends are not acknowledged; the node must rejoin as a new incarnation.
+    #[error(
+        "WAL object {key} was written after the node's lease deadline; the node stops acknowledging appends until it rejoins the cluster"
+    )]
+    Fenced {
+        /// The WAL object's key.
+        key: String,
+    },
 }
 
 /// Counters of the WAL writer.
@@ -185,6 +208,7 @@ struct Inner {
     storage: Arc<dyn ObjectStorage>,
     id_source: Arc<dyn WalIdSource>,
     failpoints: Option<Arc<Failpoints>>,
+    fence: Option<Arc<dyn AckFence>>,
     prefix: String,
     settings: WalSettings,
     state: Mutex<State>,
@@ -229,6 +253,7 @@ impl WalWriter {
                 storage,
                 id_source,
                 failpoints: None,
+                fence: None,
                 prefix: prefix.into(),
                 settings,
                 state: Mutex::new(State {
@@ -256,6 +281,15 @@ impl WalWriter {
     pub fn with_failpoints(mut self, failpoints: Arc<Failpoints>) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.failpoints = Some(failpoints);
+        }
+        self
+    }
+
+    /// Acknowledges a PUT only if `fence` admits the time its success arrived. Call before the
+    /// first submission; later calls do nothing.
+    pub fn with_fence(mut self, fence: Arc<dyn AckFence>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.fence = Some(fence);
         }
         self
     }
@@ -459,6 +493,13 @@ impl WalWriter {
             attempts += 1;
             match self.inner.storage.put(&key, body.clone()).await {
                 Ok(_) => {
+                    // The clock is read first: the rule is about when the success arrived.
+                    if let Some(fence) = &self.inner.fence
+                        && !fence.admits(fence.now())
+                    {
+                        tracing::error!(%key, "WAL PUT succeeded past the lease deadline; not acknowledged");
+                        return Err(WalError::Fenced { key });
+                    }
                     if let Some(failpoints) = &self.inner.failpoints {
                         failpoints
                             .check(failpoints::WAL_AFTER_PUT)
