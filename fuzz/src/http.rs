@@ -54,7 +54,7 @@ pub fn run_ndjson(data: &[u8]) {
 /// stream's own (when that schema is one a table can have).
 pub fn run_arrow(data: &[u8]) {
     let schema = rows_schema();
-    if let Ok(rows) = arrow_to_rows(&schema, data, MAX_ROWS) {
+    if let Ok(rows) = arrow_to_rows(&schema, data, RowBounds::default()) {
         appended(&schema, &rows);
     }
     let Ok(reader) = arrow_ipc::reader::StreamReader::try_new(Cursor::new(data), None) else {
@@ -63,7 +63,7 @@ pub fn run_arrow(data: &[u8]) {
     let Ok(own) = JsonSchema::parse_stored(&JsonSchema::canonical(&reader.schema())) else {
         return;
     };
-    if let Ok(rows) = arrow_to_rows(&own, data, MAX_ROWS) {
+    if let Ok(rows) = arrow_to_rows(&own, data, RowBounds::default()) {
         appended(&own, &rows);
     }
 }
@@ -115,7 +115,7 @@ fn appended(schema: &SchemaRef, rows: &RecordBatch) {
     let _ = rows_to_ndjson(&decoded, &mut ndjson);
     let _ = rows_to_json_array(&decoded);
     if let Ok(ipc) = rows_to_arrow(schema, std::slice::from_ref(&decoded)) {
-        let back = arrow_to_rows(schema, &ipc, MAX_ROWS).expect("an Arrow read appends back");
+        let back = arrow_to_rows(schema, &ipc, RowBounds::default()).expect("an Arrow read appends back");
         assert_eq!(format!("{back:?}"), format!("{rows:?}"));
     }
 }
@@ -179,7 +179,7 @@ mod tests {
         // One stream per NDJSON seed that parses, and one of all of them.
         assert_eq!(arrow_seeds().len(), 4);
         for seed in arrow_seeds() {
-            arrow_to_rows(&schema, &seed, MAX_ROWS).unwrap();
+            arrow_to_rows(&schema, &seed, RowBounds::default()).unwrap();
         }
         for seed in schema_seeds() {
             run_schema(&seed);

@@ -133,6 +133,11 @@ impl LeaseSession {
         matches!(self.state(), SessionState::Live { deadline } if at < deadline)
     }
 
+    /// Now, on the monotonic clock deadlines are measured on.
+    pub fn now(&self) -> Duration {
+        self.clock.monotonic()
+    }
+
     /// Whether the lease is known to be alive now.
     pub fn alive(&self) -> bool {
         self.alive_at(self.clock.monotonic())

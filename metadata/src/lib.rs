@@ -33,5 +33,5 @@ pub use lease::{LeaseSession, SessionState};
 pub use log::{CommitOutcome, CommitRequest, Metadata, MetadataOptions, WalCompacted};
 pub use records::{
     NodeRecord, ObjectKind, ObjectRecord, StreamRange, StreamRecord, StreamState, TableRecord,
-    WalReservation, WriterSnapshot, member_id,
+    WalReservation, WriterSnapshot, is_life_of, member_id,
 };

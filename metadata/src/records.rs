@@ -203,8 +203,8 @@ pub struct NodeRecord {
 }
 
 impl NodeRecord {
-    /// The member id of this life of the node, `{node_id}.{incarnation}`: what owns streams and
-    /// WALs, and what a recovery claims.
+    /// The member id of this life of the node, `{node_id}~{incarnation}` (`~` is in no node id):
+    /// what owns streams and WALs, and what a recovery claims.
     pub fn member(&self) -> String {
         member_id(&self.node_id, self.incarnation)
     }
@@ -212,7 +212,17 @@ impl NodeRecord {
 
 /// The member id of incarnation `incarnation` of node `node`.
 pub fn member_id(node: &str, incarnation: u64) -> String {
-    format!("{node}.{incarnation}")
+    format!("{node}~{incarnation}")
+}
+
+/// Whether `owner` (of a WAL, of a stream) is a life of node `node`: one of its member ids, or
+/// the bare node id a node used before incarnations.
+pub fn is_life_of(owner: &str, node: &str) -> bool {
+    owner == node
+        || owner
+            .strip_prefix(node)
+            .and_then(|rest| rest.strip_prefix('~'))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A writer-window snapshot of one bucket, taken at `offset`; the bytes are the tablet's own.
@@ -306,6 +316,19 @@ pub fn decode_id_counter(key: &str, raw: &[u8]) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn member_ids_name_one_life_of_one_node() {
+        assert_eq!(member_id("mink-1", 3), "mink-1~3");
+        assert!(is_life_of("mink-1~3", "mink-1"));
+        assert!(is_life_of("mink-1", "mink-1"), "a WAL from before incarnations");
+        for other in ["mink-10~3", "mink-1~", "mink-1~x", "mink-1.3", "mink-"] {
+            assert!(!is_life_of(other, "mink-1"), "{other}");
+        }
+        // Node ids may hold dots; they never hold `~`.
+        assert!(is_life_of("a.1~2", "a.1"));
+        assert!(!is_life_of("a.1~2", "a"));
+    }
 
     #[test]
     fn a_table_record_written_before_incarnations_reads_as_incarnation_zero() {

@@ -302,7 +302,7 @@ async fn a_crash_loses_nothing_acknowledged() {
 async fn a_new_life_of_a_node_recovers_the_earlier_lives_wal() {
     let world = World::new();
     // Life 1 of node n1 appends and crashes.
-    let engine = world.engine("n1.1", manual()).await;
+    let engine = world.engine("n1~1", manual()).await;
     let a = engine.create_stream().await.unwrap().id;
     let sa = engine.open_stream(a).await.unwrap();
     append_n(&sa, 10).await;
@@ -310,11 +310,11 @@ async fn a_new_life_of_a_node_recovers_the_earlier_lives_wal() {
     drop((sa, engine));
     // Life 2 writes under its own WAL prefix and recovers life 1's first.
     let engine = Engine::builder()
-        .node("n1.2")
+        .node("n1~2")
         .wal_storage(world.storage.clone())
         .metadata(world.metadata().await)
         .settings(manual())
-        .recover_earlier(vec!["n1.1".to_owned(), "n1.2".to_owned()])
+        .recover_earlier(vec!["n1~1".to_owned(), "n1~2".to_owned()])
         .open()
         .await
         .unwrap();
@@ -331,14 +331,14 @@ async fn a_new_life_of_a_node_recovers_the_earlier_lives_wal() {
         .map(|o| o.key)
         .collect();
     assert!(
-        !keys.is_empty() && keys.iter().all(|k| k.starts_with("wal/n1.2/")),
+        !keys.is_empty() && keys.iter().all(|k| k.starts_with("wal/n1~2/")),
         "{keys:?}"
     );
     assert!(
         world
             .metadata()
             .await
-            .wal_reservations("n1.1")
+            .wal_reservations("n1~1")
             .await
             .unwrap()
             .is_empty(),

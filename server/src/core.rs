@@ -40,6 +40,8 @@ pub struct NodeCore {
     engine: Engine,
     /// Cancelled when the node starts shutting down: parked readers return at once.
     shutdown: CancellationToken,
+    /// The node's lease session, when the metadata store has leases.
+    lease: Option<Arc<mink_metadata::LeaseSession>>,
 }
 
 impl std::fmt::Debug for NodeCore {
@@ -70,7 +72,28 @@ impl NodeCore {
             metadata,
             engine,
             shutdown: CancellationToken::new(),
+            lease: None,
         }
+    }
+
+    /// The node's lease session: once it is lost, the node cannot serve appends.
+    pub fn with_lease(mut self, lease: Option<Arc<mink_metadata::LeaseSession>>) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Why the node can no longer serve appends, if it cannot: its WAL failed for good, or its
+    /// lease was lost (it may no longer acknowledge anything; docs/cluster.md).
+    pub fn failure(&self) -> Option<String> {
+        if let Some(cause) = self.engine.wal_failure() {
+            return Some(format!("the WAL failed for good: {cause}"));
+        }
+        if self.lease.as_ref().is_some_and(|lease| !lease.alive()) {
+            return Some(
+                "the node's lease was lost (paused, or cut off from the metadata store); it acknowledges nothing more and must rejoin".to_owned(),
+            );
+        }
+        None
     }
 
     /// The node's settings.

@@ -16,6 +16,7 @@
 //!   open logs ([`bucket_log::Logs`]) with the ownership seam ([`bucket_log::Owner`]), and the
 //!   implementation over `mink-tablet`.
 //! - [`catalog`]: the tables and their decoded schema versions.
+//! - [`cluster`]: the node's part in a cluster: membership, its lease, the acknowledgement fence.
 //! - [`format`](mod@format): the wire formats of data, and table schemas as JSON.
 //! - [`metrics`]: `/metrics` in the Prometheus text format.
 //! - [`error`]: the error kinds; the HTTP front end gives them their status codes.
@@ -23,6 +24,7 @@
 pub mod auth;
 pub mod bucket_log;
 pub mod catalog;
+pub mod cluster;
 pub mod core;
 pub mod error;
 pub mod format;

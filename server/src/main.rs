@@ -429,7 +429,7 @@ async fn shutdown_signal() {
 enum Stopped {
     /// Asked to (SIGTERM, Ctrl-C), and shut down cleanly.
     Asked,
-    /// Its WAL failed for good: it exits for a supervisor to restart it.
+    /// Its WAL failed for good or its lease was lost: it exits for a supervisor to restart it.
     WalFailed,
 }
 
@@ -457,7 +457,7 @@ async fn serve(args: ServeArgs) -> Result<Stopped, String> {
                 %reason,
                 exit_in_ms = delay.as_millis() as u64,
                 status = mink_server::node::EXIT_WAL_FAILED,
-                "the WAL failed for good; appends are refused and the node exits to be restarted"
+                "the node can no longer serve appends; it refuses them and exits to be restarted"
             );
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}

@@ -92,6 +92,23 @@ impl Metadata {
         })
     }
 
+    /// Registers `record` in place of any registration of its node id, for a store without leases,
+    /// which holds one node only: a registration a crash left behind is replaced.
+    pub async fn replace_node(&self, record: &NodeRecord) -> Result<()> {
+        keys::check_segment("node", &record.node_id)?;
+        self.kv
+            .txn(Txn {
+                compares: vec![],
+                on_success: vec![Op::Put {
+                    key: keys::node(&record.node_id),
+                    value: encode(record),
+                    lease: record.lease,
+                }],
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Rewrites the registration of `record`'s member (to set `draining`, say). Fails with
     /// [`MetaError::NotFound`] when that member is not the one registered.
     pub async fn update_node(&self, record: &NodeRecord) -> Result<()> {

@@ -6,16 +6,17 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
-use super::{internal, too_many_rows};
+use super::{RowBounds, internal, too_many_rows};
 use crate::error::{ApiError, ApiResult};
 
 /// The record batches of an Arrow IPC stream, checked against `schema` and joined into one, at
-/// most `max_rows` rows in all (`tablet.max_rows_per_request`; the decoded rows are the body's own buffers, so no
-/// decoded-bytes bound is needed): the rows are counted from each
+/// most `bounds.max_rows` rows in all (the decoded rows are the body's own buffers, so the
+/// decoded-bytes bound does not apply): the rows are counted from each
 /// message's metadata before its body is decoded, so an oversized stream is refused before anything
 /// is built. Every message is checked by the codec first (buffers inside the body, node lengths,
 /// buffer widths against the schema), which Arrow's own stream reader does not do.
-pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8], max_rows: usize) -> ApiResult<RecordBatch> {
+pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8], bounds: RowBounds) -> ApiResult<RecordBatch> {
+    let max_rows = bounds.max_rows;
     let bad = |e: mink_codec::Error| {
         ApiError::invalid("invalid_rows", format!("bad Arrow IPC stream: {e}"))
     };
@@ -47,7 +48,9 @@ pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8], max_rows: usize) -> ApiRes
     // Decoded against the stream's own fields (its nullability), then re-labelled with the
     // table's schema so the table's nullability is enforced.
     let batches = match mink_codec::decode_ipc_stream(body, &Arc::new(theirs), max_rows) {
-        Err(mink_codec::Error::TooLarge { .. }) => return Err(too_many_rows(max_rows)),
+        Err(mink_codec::Error::TooLarge { .. }) => {
+            return Err(too_many_rows(max_rows, bounds.rows_setting));
+        }
         other => other.map_err(bad)?,
     };
     let mut parts = Vec::with_capacity(batches.len());

@@ -124,6 +124,8 @@ pub const MAX_ROWS_PER_REQUEST: usize = 1 << 20;
 pub struct RowBounds {
     /// Rows in all: the smaller of `tablet.max_rows_per_request` and `tablet.max_rows_per_batch`.
     pub max_rows: usize,
+    /// The setting `max_rows` comes from, named in a refusal.
+    pub rows_setting: &'static str,
     /// Bytes of the decoded rows, counted as rows times the schema's null-row width
     /// (`http.body.max_decoded_bytes`).
     pub max_decoded_bytes: usize,
@@ -133,15 +135,16 @@ impl Default for RowBounds {
     fn default() -> Self {
         RowBounds {
             max_rows: MAX_ROWS_PER_REQUEST,
+            rows_setting: "tablet.max_rows_per_request",
             max_decoded_bytes: crate::settings::BodyLimits::default().max_decoded_bytes,
         }
     }
 }
 
-/// The refusal of an append of more than `max_rows` rows.
-fn too_many_rows(max_rows: usize) -> ApiError {
+/// The refusal of an append of more than `max_rows` rows, the limit of `setting`.
+fn too_many_rows(max_rows: usize, setting: &'static str) -> ApiError {
     ApiError::LimitExceeded {
-        setting: "tablet.max_rows_per_request",
+        setting,
         limit: max_rows as u64,
         message: format!("the request holds more than {max_rows} rows"),
     }
@@ -226,7 +229,7 @@ mod tests {
         .unwrap();
         assert_eq!(rows.num_rows(), 2);
         let ipc = rows_to_arrow(&schema(), std::slice::from_ref(&rows)).unwrap();
-        let back = arrow_to_rows(&schema(), &ipc, MAX_ROWS_PER_REQUEST).unwrap();
+        let back = arrow_to_rows(&schema(), &ipc, RowBounds::default()).unwrap();
         assert_eq!(back, rows);
         let batch = encode_rows(&back, BatchMeta::new(1)).unwrap();
         let decoded = decode_batch(&batch, &schema()).unwrap().unwrap();
@@ -259,7 +262,7 @@ mod tests {
                 "{body:?}"
             );
         }
-        assert!(arrow_to_rows(&schema(), b"garbage", MAX_ROWS_PER_REQUEST).is_err());
+        assert!(arrow_to_rows(&schema(), b"garbage", RowBounds::default()).is_err());
     }
 
     #[test]
@@ -273,7 +276,7 @@ mod tests {
         .unwrap();
         let ipc = rows_to_arrow(&nulls, &[rows]).unwrap();
         assert!(ipc.len() < 400, "{} bytes", ipc.len());
-        let refused = arrow_to_rows(&nulls, &ipc, MAX_ROWS_PER_REQUEST).unwrap_err();
+        let refused = arrow_to_rows(&nulls, &ipc, RowBounds::default()).unwrap_err();
         assert_eq!(refused.kind(), "limit_exceeded");
         assert_eq!(refused.body()["setting"], "tablet.max_rows_per_request");
 
@@ -306,8 +309,8 @@ mod tests {
         ));
         assert_eq!(schema::row_bytes(&wide), 8000);
         let bounds = RowBounds {
-            max_rows: MAX_ROWS_PER_REQUEST,
             max_decoded_bytes: 8000 * 100,
+            ..RowBounds::default()
         };
         let hundred = "{}\n".repeat(100);
         assert_eq!(
@@ -333,7 +336,7 @@ mod tests {
     fn an_arrow_body_with_a_buffer_past_its_end_is_refused() {
         let body = include_bytes!("../../../fuzz/regressions/arrow_rows-buffer-slice-panic");
         let own = Arc::new(mink_codec::ipc_stream_schema(body).unwrap());
-        let refused = arrow_to_rows(&own, body, MAX_ROWS_PER_REQUEST).unwrap_err();
+        let refused = arrow_to_rows(&own, body, RowBounds::default()).unwrap_err();
         assert_eq!(refused.kind(), "invalid_rows", "{refused}");
     }
 

@@ -48,7 +48,7 @@ pub fn ndjson_to_rows(
         };
         rows += batch.num_rows();
         if rows > max_rows {
-            return Err(too_many_rows(max_rows));
+            return Err(too_many_rows(max_rows, bounds.rows_setting));
         }
         if rows > fit {
             return Err(too_many_decoded_bytes(&bounds, width));

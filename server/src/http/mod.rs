@@ -186,19 +186,19 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
 }
 
 /// Liveness. 503 while shutting down, and 503 `{"status":"failing","reason"}` once the WAL has
-/// failed for good: the node can no longer take appends and is about to exit for its supervisor
+/// failed for good or the node's lease was lost: the node can no longer take appends and is about to exit for its supervisor
 /// to restart it (whether the stores are reachable right now is readiness, not liveness).
 async fn healthz(State(core): State<Arc<NodeCore>>) -> Response {
     if core.is_shutting_down() {
         return ApiError::ShuttingDown.into_response();
     }
-    if let Some(cause) = core.engine().wal_failure() {
+    if let Some(reason) = core.failure() {
         return (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             axum::Json(serde_json::json!({
                 "status": "failing",
                 "node_id": core.settings().node_id,
-                "reason": format!("the WAL failed for good: {cause}"),
+                "reason": reason,
             })),
         )
             .into_response();

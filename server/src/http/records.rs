@@ -109,13 +109,18 @@ fn rows_to_batch(
     let settings = core.settings();
     // Such an append becomes one batch, so both tablet row limits bound it.
     let tablet = &settings.tablet;
+    let (max_rows, rows_setting) = if tablet.max_rows_per_batch < tablet.max_rows_per_request {
+        (tablet.max_rows_per_batch, "tablet.max_rows_per_batch")
+    } else {
+        (tablet.max_rows_per_request, "tablet.max_rows_per_request")
+    };
     let bounds = format::RowBounds {
-        max_rows: usize::try_from(tablet.max_rows_per_request.min(tablet.max_rows_per_batch))
-            .unwrap_or(usize::MAX),
+        max_rows: usize::try_from(max_rows).unwrap_or(usize::MAX),
+        rows_setting,
         max_decoded_bytes: settings.http.body.max_decoded_bytes,
     };
     let rows = match format {
-        Format::Arrow => format::arrow_to_rows(&schema, body, bounds.max_rows)?,
+        Format::Arrow => format::arrow_to_rows(&schema, body, bounds)?,
         _ => format::ndjson_to_rows(&schema, body, bounds)?,
     };
     format::encode_rows(&rows, meta)

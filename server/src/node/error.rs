@@ -63,6 +63,16 @@ pub enum NodeError {
         #[source]
         source: std::io::Error,
     },
+    /// Another life of the node id stays registered: another process runs with this node id.
+    #[error(
+        "node id {node_id} is registered by {member}, which is still alive: is another process running with this node_id?"
+    )]
+    NodeIdInUse {
+        /// The node id.
+        node_id: String,
+        /// The member holding it.
+        member: String,
+    },
     /// Closing tablets at shutdown failed.
     #[error("closing tablets: {message}")]
     Close {

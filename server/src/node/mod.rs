@@ -27,6 +27,7 @@ use mink_tablet::TabletSettings;
 use tokio::task::JoinHandle;
 
 use crate::bucket_log::{LogProvider, TabletProvider};
+use crate::cluster::Membership;
 use crate::core::NodeCore;
 use crate::http;
 use crate::settings::Settings;
@@ -124,10 +125,13 @@ impl NodeBuilder {
         let settings = Arc::new(settings);
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let metadata = Arc::new(
-            Metadata::open_with_clock(kv, MetadataOptions::default(), clock.clone()).await?,
+            Metadata::open_with_clock(kv.clone(), MetadataOptions::default(), clock.clone())
+                .await?,
         );
+        let mut membership = Membership::join(metadata.clone(), kv, &settings).await?;
         let mut engine = Engine::builder()
-            .node(settings.node_id.clone())
+            .node(membership.member())
+            .recover_earlier(membership.earlier().to_vec())
             .clock(clock.clone())
             .wal_storage(wal_store)
             .metadata(metadata.clone())
@@ -135,17 +139,17 @@ impl NodeBuilder {
         if let Some(data) = self.data_store {
             engine = engine.data_storage(data);
         }
+        if let Some(fence) = membership.fence() {
+            engine = engine.ack_fence(fence);
+        }
         let engine = engine.open().await?;
         let provider: Arc<dyn LogProvider> = Arc::new(
             TabletProvider::new(engine.clone(), settings.tablet.clone()).with_clock(clock),
         );
-        let core = Arc::new(NodeCore::new(
-            settings.clone(),
-            auth,
-            metadata,
-            engine.clone(),
-            provider,
-        ));
+        let core = Arc::new(
+            NodeCore::new(settings.clone(), auth, metadata, engine.clone(), provider)
+                .with_lease(membership.session().cloned()),
+        );
         // Drops that stopped half-way (a crash after the tombstone) are finished before serving.
         match core.clean_dropped_tables().await {
             Ok(0) => {}
@@ -161,10 +165,20 @@ impl NodeBuilder {
             }
         })?;
         let addr = server.addr;
+        let tls = settings.http.tls.enabled();
+        let url = settings.cluster.advertise_http.clone().unwrap_or_else(|| {
+            format!("{}://{addr}", if tls { "https" } else { "http" })
+        });
+        if let Err(e) = membership.register(url).await {
+            server.task.abort();
+            background.abort();
+            return Err(e);
+        }
         crate::auth::warn_if_open(core.authenticator(), addr);
         tracing::info!(
             %addr,
             node = %settings.node_id,
+            member = %membership.member(),
             storage = ?settings.storage.backend,
             metadata = ?settings.metadata.backend,
             "mink node serving"
@@ -173,6 +187,7 @@ impl NodeBuilder {
             addr,
             core,
             engine,
+            membership: Some(membership),
             server: Some(server.task),
             background,
         })
@@ -184,6 +199,8 @@ pub struct Node {
     addr: SocketAddr,
     core: Arc<NodeCore>,
     engine: Engine,
+    /// This life of the node in the cluster; taken when it leaves.
+    membership: Option<Membership>,
     server: Option<JoinHandle<std::io::Result<()>>>,
     /// The core's background work (dropped-table cleanup); stops with the shutdown signal.
     background: JoinHandle<()>,
@@ -219,18 +236,37 @@ impl Node {
         &self.engine
     }
 
-    /// Why the node can no longer serve appends, if it cannot: its WAL failed for good.
+    /// Why the node can no longer serve appends, if it cannot: its WAL failed for good, or its
+    /// lease was lost.
     pub fn failure(&self) -> Option<String> {
-        self.engine.wal_failure().map(|cause| cause.to_string())
+        self.core.failure()
     }
 
-    /// Resolves with the reason once the node can no longer serve appends (its WAL failed for
-    /// good). The binary then exits with [`EXIT_WAL_FAILED`] after
-    /// `node.exit_delay_on_wal_failure_ms`, so a supervisor restarts it and the restart replays
-    /// the WAL; nothing acknowledged is lost.
+    /// Resolves with the reason once the node can no longer serve appends: its WAL failed for
+    /// good, or its lease was lost (a pause or a partition longer than its TTL; its WAL then
+    /// acknowledges nothing, docs/cluster.md). The binary then exits with [`EXIT_WAL_FAILED`]
+    /// after `node.exit_delay_on_wal_failure_ms`, so a supervisor restarts it as a new
+    /// incarnation whose recovery replays the WAL; nothing acknowledged is lost.
     pub fn failed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
         let engine = self.engine.clone();
-        async move { engine.wal_failed().await.to_string() }
+        let lost = self.membership.as_ref().map(Membership::lost);
+        async move {
+            let lost = async move {
+                match lost {
+                    Some(lost) => lost.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                cause = engine.wal_failed() => format!("the WAL failed for good: {cause}"),
+                () = lost => "the node's lease was lost".to_owned(),
+            }
+        }
+    }
+
+    /// This life of the node in the cluster: member id, incarnation, registration.
+    pub fn membership(&self) -> Option<&Membership> {
+        self.membership.as_ref()
     }
 
     /// The node's settings.
@@ -257,6 +293,9 @@ impl Node {
         let closed = self.core.logs().close_all().await;
         tracing::info!("tablets closed; flushing the engine");
         let flushed = self.engine.shutdown().await;
+        if let Some(membership) = self.membership.take() {
+            membership.leave().await;
+        }
         closed.map_err(|e| NodeError::Close {
             message: e.to_string(),
         })?;

@@ -45,11 +45,17 @@
 //! probe_timeout_ms = 10000
 //! exit_delay_on_wal_failure_ms = 2000
 //! drop_cleanup_interval_ms = 10000
+//!
+//! [cluster]                # used when the metadata store has leases (etcd)
+//! lease_ttl_ms = 5000
+//! lease_margin_ms = 500
+//! # advertise_http = "http://10.0.0.5:6465"
 //! ```
 
 mod auth;
 mod body_limits;
 mod chaos;
+mod cluster;
 mod http;
 mod limits;
 mod node;
@@ -67,6 +73,7 @@ pub use auth::{AuthSettings, Scope, Secret, TokenSettings};
 pub(crate) use auth::{check_tables, check_token};
 pub use body_limits::BodyLimits;
 pub use chaos::ChaosSettings;
+pub use cluster::ClusterSettings;
 pub use http::HttpSettings;
 pub use limits::LimitsSettings;
 pub use node::NodeSettings;
@@ -81,7 +88,8 @@ pub const DEFAULT_PORT: u16 = 6465;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    /// This node's id: names its WAL objects and its registration. Default `mink-1`.
+    /// This node's id: names its registration and, with its incarnation, its WAL objects.
+    /// Default `mink-1`.
     pub node_id: String,
     /// Address the HTTP API listens on. Default `127.0.0.1:6465`.
     pub listen: SocketAddr,
@@ -99,6 +107,8 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// The node's lifecycle: start-up probes, exit after a WAL failure, dropped-table cleanup.
     pub node: NodeSettings,
+    /// Cluster membership: the node's lease and advertised address.
+    pub cluster: ClusterSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
     /// Every tablet's limits and cadences (rows, writers, request size, snapshots).
@@ -122,6 +132,7 @@ impl Default for Settings {
             limits: LimitsSettings::default(),
             auth: AuthSettings::default(),
             node: NodeSettings::default(),
+            cluster: ClusterSettings::default(),
             engine: EngineSettings::default(),
             tablet: TabletSettings::default(),
             chaos: None,
@@ -168,6 +179,7 @@ impl Settings {
         self.auth.validate()?;
         tablet::validate(&self.tablet)?;
         self.node.validate()?;
+        self.cluster.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }

@@ -204,7 +204,7 @@ pub async fn append_decoding_bounds(backend: Backend) {
         (StatusCode::BAD_REQUEST, Some("limit_exceeded")),
         "{body}"
     );
-    assert_eq!(body["setting"], "limits.max_rows_per_request");
+    assert_eq!(body["setting"], "tablet.max_rows_per_request");
     assert_eq!(body["limit"], 1 << 20);
     // Arrow: two record batches that are under the bound each and over it together.
     let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int8, true)]));
@@ -223,7 +223,7 @@ pub async fn append_decoding_bounds(backend: Backend) {
         "limit_exceeded",
     )
     .await;
-    assert_eq!(body["setting"], "limits.max_rows_per_request");
+    assert_eq!(body["setting"], "tablet.max_rows_per_request");
     assert_eq!(h.offsets("many", "").await["high_watermark"], 0);
 
     // The node still answers, and what it held reads back exactly.

@@ -188,7 +188,7 @@ pub(super) async fn node_registrations_follow_their_lease(f: Fixture) {
         started_at_ms: 1,
         draining: false,
     };
-    assert_eq!(record.member(), "n1.2");
+    assert_eq!(record.member(), "n1~2");
     meta.register_node(&record).await.unwrap();
     // While it is registered, another life of n1 cannot register.
     let again = NodeRecord {
@@ -198,7 +198,7 @@ pub(super) async fn node_registrations_follow_their_lease(f: Fixture) {
     };
     let refused = meta.register_node(&again).await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::Conflict, "{refused}");
-    assert!(refused.to_string().contains("n1.2"), "{refused}");
+    assert!(refused.to_string().contains("n1~2"), "{refused}");
     // Nor can it rewrite or remove the registration of the life that holds it.
     assert_eq!(
         meta.update_node(&again).await.unwrap_err().kind(),

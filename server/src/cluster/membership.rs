@@ -1,0 +1,225 @@
+//! [`Membership`]: which life of the node this is, and the lease that keeps it a member.
+//!
+//! Joining, in order: the next incarnation of the node id (so this life is a new member, with its
+//! own WAL prefix), the node id's broker id, a lease session (on a store with leases), and, when
+//! an earlier life of the same node id is still registered, a wait until its lease is gone (it
+//! might still be acknowledging appends until then). The earlier lives' WALs are then recovered
+//! by the engine at open, before this life writes anything. Registering (the node record with the
+//! advertised address) comes once the API listens.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mink_metadata::{
+    LeaseSession, MetaError, MetaKv, Metadata, NodeRecord, is_life_of, member_id,
+};
+use mink_runtime::SystemClock;
+use mink_s3stream::wal::AckFence;
+
+use crate::node::NodeError;
+use crate::settings::Settings;
+
+/// How often a joining node looks whether an earlier life's registration is gone.
+const EARLIER_LIFE_POLL: Duration = Duration::from_millis(200);
+
+/// This life of the node in the cluster.
+#[derive(Debug)]
+pub struct Membership {
+    metadata: Arc<Metadata>,
+    record: NodeRecord,
+    session: Option<Arc<LeaseSession>>,
+    earlier: Vec<String>,
+}
+
+impl Membership {
+    /// Joins as the next life of `settings.node_id`: see the module doc. The registration is not
+    /// written yet ([`Membership::register`]).
+    pub async fn join(
+        metadata: Arc<Metadata>,
+        kv: Arc<dyn MetaKv>,
+        settings: &Settings,
+    ) -> Result<Self, NodeError> {
+        let node_id = settings.node_id.clone();
+        let incarnation = metadata.next_incarnation(&node_id).await?;
+        let broker_id = metadata.broker_id(&node_id).await?;
+        let cluster = &settings.cluster;
+        // Deadlines are real time, whatever clock the node's timestamps come from.
+        let session = match LeaseSession::start(
+            kv,
+            Arc::new(SystemClock),
+            cluster.lease_ttl,
+            cluster.lease_margin,
+        )
+        .await
+        {
+            Ok(session) => Some(Arc::new(session)),
+            Err(MetaError::Unsupported { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(session) = &session {
+            wait_for_earlier_lives(&metadata, &node_id, incarnation, session.ttl()).await?;
+        }
+        let member = member_id(&node_id, incarnation);
+        let earlier = metadata
+            .wal_nodes()
+            .await?
+            .into_iter()
+            .filter(|owner| is_life_of(owner, &node_id) && *owner != member)
+            .collect();
+        let record = NodeRecord {
+            node_id,
+            incarnation,
+            broker_id,
+            http_url: String::new(),
+            kafka_address: None,
+            flight_url: None,
+            lease: session.as_ref().map(|s| s.id()),
+            started_at_ms: metadata.clock().now_ms_unsigned(),
+            draining: false,
+        };
+        tracing::info!(
+            member = %record.member(),
+            broker_id,
+            lease = ?record.lease,
+            earlier_lives = ?earlier,
+            "joined as a new incarnation"
+        );
+        Ok(Membership {
+            metadata,
+            record,
+            session,
+            earlier,
+        })
+    }
+
+    /// The member id of this life: what the engine names its WAL and its streams' owner by.
+    pub fn member(&self) -> String {
+        self.record.member()
+    }
+
+    /// This life's incarnation.
+    pub fn incarnation(&self) -> u64 {
+        self.record.incarnation
+    }
+
+    /// The node id's broker id.
+    pub fn broker_id(&self) -> i32 {
+        self.record.broker_id
+    }
+
+    /// The earlier lives of this node id that left WAL objects: the engine recovers them at open.
+    pub fn earlier(&self) -> &[String] {
+        &self.earlier
+    }
+
+    /// The fence the WAL acknowledges through, when the node holds a lease.
+    pub fn fence(&self) -> Option<Arc<dyn AckFence>> {
+        self.session
+            .as_ref()
+            .map(|session| Arc::new(SessionFence(Arc::clone(session))) as Arc<dyn AckFence>)
+    }
+
+    /// The lease session, when the store has leases.
+    pub fn session(&self) -> Option<&Arc<LeaseSession>> {
+        self.session.as_ref()
+    }
+
+    /// Writes the registration, advertising `http_url`. Without a lease (one node on its own
+    /// store), a registration a crash left behind is replaced.
+    pub async fn register(&mut self, http_url: String) -> Result<(), NodeError> {
+        self.record.http_url = http_url;
+        if self.session.is_some() {
+            self.metadata.register_node(&self.record).await?;
+        } else {
+            self.metadata.replace_node(&self.record).await?;
+        }
+        tracing::info!(member = %self.member(), url = %self.record.http_url, "registered");
+        Ok(())
+    }
+
+    /// The registration as written.
+    pub fn record(&self) -> &NodeRecord {
+        &self.record
+    }
+
+    /// Resolves once the lease session is lost (never, without a lease).
+    pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let session = self.session.clone();
+        async move {
+            match session {
+                Some(session) => session.lost().await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Whether the lease is lost (false without a lease).
+    pub fn is_lost(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| !s.alive())
+    }
+
+    /// Leaves: the registration is removed, and the lease revoked so its keys go at once.
+    pub async fn leave(self) {
+        if let Err(e) = self.metadata.deregister_node(&self.record).await {
+            tracing::warn!(error = %e, "removing the registration failed; it goes with the lease");
+        }
+        if let Some(session) = self.session
+            && let Ok(session) = Arc::try_unwrap(session)
+            && let Err(e) = session.revoke().await
+        {
+            tracing::warn!(error = %e, "revoking the lease failed; it expires by itself");
+        }
+    }
+}
+
+/// Waits until no earlier life of `node_id` is registered: its lease expired (a crash) or was
+/// revoked (a clean stop). Gives up after two TTLs and a second: then another process holds the
+/// node id.
+async fn wait_for_earlier_lives(
+    metadata: &Metadata,
+    node_id: &str,
+    incarnation: u64,
+    ttl: Duration,
+) -> Result<(), NodeError> {
+    let give_up = tokio::time::Instant::now() + ttl * 2 + Duration::from_secs(1);
+    let mut waited = false;
+    loop {
+        let holder = metadata
+            .live_nodes()
+            .await?
+            .into_iter()
+            .find(|n| n.node_id == node_id && n.incarnation < incarnation);
+        let Some(holder) = holder else {
+            return Ok(());
+        };
+        if tokio::time::Instant::now() >= give_up {
+            return Err(NodeError::NodeIdInUse {
+                node_id: node_id.to_owned(),
+                member: holder.member(),
+            });
+        }
+        if !waited {
+            tracing::info!(
+                earlier = %holder.member(),
+                "an earlier life of this node is still registered; waiting for its lease to end"
+            );
+            waited = true;
+        }
+        tokio::time::sleep(EARLIER_LIFE_POLL).await;
+    }
+}
+
+/// The acknowledgement rule over a lease session: a PUT is acknowledged only if its success
+/// arrived before the session's deadline.
+#[derive(Debug)]
+struct SessionFence(Arc<LeaseSession>);
+
+impl AckFence for SessionFence {
+    fn now(&self) -> Duration {
+        self.0.now()
+    }
+
+    fn admits(&self, completed_at: Duration) -> bool {
+        self.0.alive_at(completed_at)
+    }
+}
