@@ -321,7 +321,10 @@ mod tests {
     fn member_ids_name_one_life_of_one_node() {
         assert_eq!(member_id("mink-1", 3), "mink-1~3");
         assert!(is_life_of("mink-1~3", "mink-1"));
-        assert!(is_life_of("mink-1", "mink-1"), "a WAL from before incarnations");
+        assert!(
+            is_life_of("mink-1", "mink-1"),
+            "a WAL from before incarnations"
+        );
         for other in ["mink-10~3", "mink-1~", "mink-1~x", "mink-1.3", "mink-"] {
             assert!(!is_life_of(other, "mink-1"), "{other}");
         }

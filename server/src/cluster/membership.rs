@@ -10,9 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mink_metadata::{
-    LeaseSession, MetaError, MetaKv, Metadata, NodeRecord, is_life_of, member_id,
-};
+use mink_metadata::{LeaseSession, MetaError, MetaKv, Metadata, NodeRecord, is_life_of, member_id};
 use mink_runtime::SystemClock;
 use mink_s3stream::wal::AckFence;
 

@@ -166,9 +166,11 @@ impl NodeBuilder {
         })?;
         let addr = server.addr;
         let tls = settings.http.tls.enabled();
-        let url = settings.cluster.advertise_http.clone().unwrap_or_else(|| {
-            format!("{}://{addr}", if tls { "https" } else { "http" })
-        });
+        let url = settings
+            .cluster
+            .advertise_http
+            .clone()
+            .unwrap_or_else(|| format!("{}://{addr}", if tls { "https" } else { "http" }));
         if let Err(e) = membership.register(url).await {
             server.task.abort();
             background.abort();

@@ -89,7 +89,10 @@ mod tests {
             ("lease_ttl_ms = 3600000", "cluster.lease_ttl_ms"),
             ("lease_margin_ms = 10", "cluster.lease_margin_ms"),
             ("lease_margin_ms = 4000", "cluster.lease_margin_ms"),
-            ("advertise_http = \"10.0.0.5:6465\"", "cluster.advertise_http"),
+            (
+                "advertise_http = \"10.0.0.5:6465\"",
+                "cluster.advertise_http",
+            ),
         ] {
             let s = Settings::from_toml(&format!("[cluster]\n{text}")).unwrap();
             let refused = s.validate().unwrap_err();
