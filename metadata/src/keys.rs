@@ -13,6 +13,7 @@
 //! | `mink/incarnations/{node}` | the node's last incarnation (an id counter) |
 //! | `mink/broker-ids/{node}` | the node's Kafka broker id, for good (an id counter's value) |
 //! | `mink/writers/{table}/{partition}/{bucket}` | [`crate::WriterSnapshot`] |
+//! | `mink/assign/{table}/{partition}/{bucket}` | [`crate::BucketAssignment`] (`{table}` as in the writer keys) |
 //!
 //! `{table}` in tablet keys (the writer snapshots here, the tablet registry of `mink-tablet`) is
 //! [`table_segment`]: the name for incarnation 0, `{name}@{n}` after, so a table created again
@@ -34,6 +35,8 @@ pub const OBJECTS: &str = "mink/objects/";
 pub const WAL: &str = "mink/wal/";
 /// Prefix of node registrations.
 pub const NODES: &str = "mink/nodes/";
+/// Prefix of bucket assignments.
+pub const ASSIGNMENTS: &str = "mink/assign/";
 /// Prefix of node incarnation counters.
 pub const INCARNATIONS: &str = "mink/incarnations/";
 /// Prefix of node broker ids.
@@ -100,6 +103,11 @@ pub fn wal(node: &str, first_id: u64) -> String {
 /// Key of a node registration.
 pub fn node(node: &str) -> String {
     format!("{NODES}{node}")
+}
+
+/// Key of a bucket's assignment (`table` is the table's key segment, [`table_segment`]).
+pub fn assignment(table: &str, partition: &str, bucket: u32) -> String {
+    format!("{ASSIGNMENTS}{table}/{partition}/{bucket}")
 }
 
 /// Key of a writer snapshot.

@@ -32,6 +32,6 @@ pub use kv::{
 pub use lease::{LeaseSession, SessionState};
 pub use log::{CommitOutcome, CommitRequest, Metadata, MetadataOptions, WalCompacted};
 pub use records::{
-    NodeRecord, ObjectKind, ObjectRecord, StreamRange, StreamRecord, StreamState, TableRecord,
-    WalReservation, WriterSnapshot, is_life_of, member_id,
+    BucketAssignment, NodeRecord, ObjectKind, ObjectRecord, StreamRange, StreamRecord, StreamState,
+    TableRecord, WalReservation, WriterSnapshot, is_life_of, member_id,
 };

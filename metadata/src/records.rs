@@ -225,6 +225,17 @@ pub fn is_life_of(owner: &str, node: &str) -> bool {
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Which node should own a bucket (docs/cluster.md, "Ownership"): written with the table by the
+/// node that creates it, and later only by the elected leader, fenced on its leadership.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketAssignment {
+    /// The node id (not a member: a restarted node keeps its buckets).
+    pub node: String,
+    /// The leadership revision of the leader that wrote it; 0 when written at the table's create.
+    #[serde(default)]
+    pub leader: u64,
+}
+
 /// A writer-window snapshot of one bucket, taken at `offset`; the bytes are the tablet's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterSnapshot {
@@ -252,6 +263,7 @@ json_record!(TableRecord, RecordKind::Table);
 json_record!(StreamRecord, RecordKind::Stream);
 json_record!(WalReservation, RecordKind::WalReservation);
 json_record!(NodeRecord, RecordKind::Node);
+json_record!(BucketAssignment, RecordKind::Assignment);
 
 impl MetaRecord for ObjectRecord {
     const KIND: RecordKind = RecordKind::Object;

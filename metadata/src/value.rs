@@ -48,6 +48,8 @@ pub enum RecordKind {
     WriterSnapshot = 6,
     /// An id allocator's counter.
     IdCounter = 7,
+    /// [`crate::BucketAssignment`].
+    Assignment = 8,
 }
 
 /// A record stored as one metadata value.

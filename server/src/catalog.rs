@@ -17,6 +17,7 @@ use arrow_schema::SchemaRef;
 use mink_metadata::{Metadata, TableRecord};
 use parking_lot::RwLock;
 
+use crate::cluster::OwnershipView;
 use crate::error::{ApiError, ApiResult};
 use crate::format::schema::JsonSchema;
 use crate::settings::LimitsSettings;
@@ -93,6 +94,8 @@ pub struct Catalog {
     metadata: Arc<Metadata>,
     limits: LimitsSettings,
     cache: RwLock<HashMap<String, Arc<TableInfo>>>,
+    /// In a cluster: the live nodes a new table's buckets are spread over.
+    ownership: Option<Arc<OwnershipView>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -108,7 +111,14 @@ impl Catalog {
             metadata,
             limits,
             cache: RwLock::new(HashMap::new()),
+            ownership: None,
         }
+    }
+
+    /// In a cluster, a new table's buckets are assigned over `view`'s live nodes as the table
+    /// is created (docs/cluster.md, "Ownership").
+    pub(crate) fn set_ownership(&mut self, view: Option<Arc<OwnershipView>>) {
+        self.ownership = view;
     }
 
     /// The table `name`, or [`ApiError::TableNotFound`].
@@ -195,7 +205,15 @@ impl Catalog {
             partitions,
             incarnation: self.metadata.allocate_table_incarnation().await?,
         };
-        match self.metadata.create_table(&record).await {
+        let assignments = match &self.ownership {
+            Some(view) => spread(&record, view),
+            None => Vec::new(),
+        };
+        match self
+            .metadata
+            .create_table_assigned(&record, &assignments)
+            .await
+        {
             Ok(()) => {}
             Err(e) if e.kind() == mink_metadata::ErrorKind::Conflict => {
                 return Err(ApiError::TableExists {
@@ -203,6 +221,16 @@ impl Catalog {
                 });
             }
             Err(e) => return Err(e.into()),
+        }
+        if let Some(view) = &self.ownership {
+            // Routed at once on this node, before the watch brings the writes back.
+            let segment = mink_metadata::keys::table_segment(&record.name, record.incarnation);
+            view.assigned(assignments.into_iter().map(|(partition, bucket, node)| {
+                (
+                    mink_metadata::keys::assignment(&segment, &partition, bucket),
+                    node,
+                )
+            }));
         }
         let info = Arc::new(TableInfo::from_record(record)?);
         self.cache
@@ -298,4 +326,33 @@ fn check_segment(what: &str, name: &str) -> ApiResult<()> {
 
 fn check_name(name: &str) -> ApiResult<()> {
     check_segment("table", name)
+}
+
+/// The buckets of a new table spread over the live nodes that are not draining, in turn,
+/// starting at a node picked by the table's name, so that small tables do not all land on the
+/// first node: `(partition, bucket, node)`.
+fn spread(record: &TableRecord, view: &OwnershipView) -> Vec<(String, u32, String)> {
+    let nodes: Vec<String> = view
+        .live_nodes()
+        .into_iter()
+        .filter(|n| !n.draining)
+        .map(|n| n.node_id)
+        .collect();
+    if nodes.is_empty() {
+        return Vec::new();
+    }
+    // FNV-1a: the same start on every node and every build.
+    let start = record.name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut out = Vec::new();
+    let mut turn = start;
+    for partition in &record.partitions {
+        for bucket in 0..record.bucket_count {
+            let node = &nodes[usize::try_from(turn % nodes.len() as u64).unwrap_or(0)];
+            out.push((partition.clone(), bucket, node.clone()));
+            turn = turn.wrapping_add(1);
+        }
+    }
+    out
 }

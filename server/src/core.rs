@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Authenticator;
 use crate::bucket_log::{AppendOutcome, BucketLog, LogKey, LogProvider, Logs, Owner, ReadChunk};
 use crate::catalog::{Catalog, TableInfo};
+use crate::cluster::{OwnershipView, Route};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use crate::settings::Settings;
@@ -42,6 +43,8 @@ pub struct NodeCore {
     shutdown: CancellationToken,
     /// The node's lease session, when the metadata store has leases.
     lease: Option<Arc<mink_metadata::LeaseSession>>,
+    /// Who owns which bucket, in a cluster.
+    ownership: Option<Arc<OwnershipView>>,
 }
 
 impl std::fmt::Debug for NodeCore {
@@ -73,7 +76,20 @@ impl NodeCore {
             engine,
             shutdown: CancellationToken::new(),
             lease: None,
+            ownership: None,
         }
+    }
+
+    /// Routes bucket requests by `view` (a cluster) and has table creates assign buckets.
+    pub fn with_ownership(mut self, view: Option<Arc<OwnershipView>>) -> Self {
+        self.catalog.set_ownership(view.clone());
+        self.ownership = view;
+        self
+    }
+
+    /// The ownership view, in a cluster.
+    pub fn ownership(&self) -> Option<&Arc<OwnershipView>> {
+        self.ownership.as_ref()
     }
 
     /// The node's lease session: once it is lost, the node cannot serve appends.
@@ -138,13 +154,17 @@ impl NodeCore {
 
     /// The log of `bucket` in `partition` of the table `info`, opened on first use.
     ///
-    /// Fails with [`ApiError::NoSuchBucket`] when the table has no such bucket or partition, and
-    /// with [`ApiError::Moved`] when another node owns the bucket.
+    /// Fails with [`ApiError::NoSuchBucket`] when the table has no such bucket or partition, with
+    /// [`ApiError::Moved`] when another live node owns the bucket, and with
+    /// [`ApiError::BucketUnavailable`] when its owner is not alive. `redirected_by` is the node
+    /// that redirected the request here, if one did: a bucket this node's view says that node
+    /// owns is looked up in the store itself, and never sent back (docs/cluster.md, "Routing").
     pub async fn bucket_log(
         &self,
         info: &Arc<TableInfo>,
         bucket: u32,
         partition: &str,
+        redirected_by: Option<&str>,
     ) -> ApiResult<Arc<dyn BucketLog>> {
         let record = info.record();
         let table = &record.name;
@@ -174,6 +194,30 @@ impl NodeCore {
             Owner::Local => {}
             Owner::Remote(base) => return Err(ApiError::Moved { owner: base }),
         }
+        if let Some(view) = &self.ownership {
+            let mut route = view.route(&key);
+            if let (Route::Remote { node, .. }, Some(from)) = (&route, redirected_by)
+                && node == from
+            {
+                route = view.route_fresh(&key).await?;
+                if matches!(&route, Route::Remote { node, .. } if node == from) {
+                    route = Route::Unavailable {
+                        why: format!(
+                            "node {from} sent it here and this node's view says it is {from}'s; the views disagree while ownership moves"
+                        ),
+                    };
+                }
+            }
+            match route {
+                Route::Local => {}
+                Route::Remote { url, .. } => return Err(ApiError::Moved { owner: url }),
+                Route::Unavailable { why } => {
+                    return Err(ApiError::BucketUnavailable {
+                        message: format!("bucket {key}: {why}"),
+                    });
+                }
+            }
+        }
         self.logs.get(&key, info).await
     }
 
@@ -182,6 +226,10 @@ impl NodeCore {
     /// Refuses the request ([`ApiError::UnknownWriter`], nothing appended) when a batch names a
     /// writer id the allocator never handed out.
     pub async fn append(&self, log: &dyn BucketLog, batches: Bytes) -> ApiResult<AppendOutcome> {
+        // A node whose lease is lost would write WAL objects it may not acknowledge.
+        if let Some(message) = self.failure() {
+            return Err(ApiError::Unavailable { message });
+        }
         self.check_writer_ids(&batches).await?;
         let len = batches.len() as u64;
         let outcome = log.append(batches).await?;

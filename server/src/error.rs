@@ -167,6 +167,12 @@ pub enum ApiError {
         /// What failed.
         message: String,
     },
+    /// Nobody serves the bucket right now (its owner is not alive, or it is moving): 503, retry.
+    #[error("{message}")]
+    BucketUnavailable {
+        /// Which bucket and why.
+        message: String,
+    },
     /// Another node owns the bucket: the client is redirected there (307).
     #[error("the bucket is served by {owner}")]
     Moved {
@@ -236,6 +242,7 @@ impl ApiError {
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::Moved { .. } => "moved",
+            ApiError::BucketUnavailable { .. } => "bucket_unavailable",
             ApiError::RouteNotFound { .. } => "not_found",
             ApiError::Internal { .. } => "internal",
         }

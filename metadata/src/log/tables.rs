@@ -18,8 +18,8 @@ use crate::alloc::{IdKind, reserve_block};
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
 use crate::kv::{Compare, MetaKvExt, Op, Txn};
-use crate::records::TableRecord;
-use crate::value::encode;
+use crate::records::{BucketAssignment, TableRecord};
+use crate::value::{decode, encode};
 
 impl Metadata {
     /// A fresh incarnation for a table about to be created: never 0 (the incarnation of tables
@@ -72,14 +72,71 @@ impl Metadata {
 
     /// Creates a table; fails with [`MetaError::AlreadyExists`] if the name is taken.
     pub async fn create_table(&self, table: &TableRecord) -> Result<()> {
+        self.create_table_assigned(table, &[]).await
+    }
+
+    /// Creates a table with the assignment of each of its buckets, in one transaction: the
+    /// buckets of a new table have owners from the start (docs/cluster.md, "Ownership").
+    /// `assignments` holds `(partition, bucket, node)`.
+    pub async fn create_table_assigned(
+        &self,
+        table: &TableRecord,
+        assignments: &[(String, u32, String)],
+    ) -> Result<()> {
         keys::check_segment("table", &table.name)?;
-        self.create_record(
-            &keys::table(&table.name),
-            table,
-            "table",
-            table.name.clone(),
-        )
-        .await
+        let key = keys::table(&table.name);
+        if assignments.is_empty() {
+            return self
+                .create_record(&key, table, "table", table.name.clone())
+                .await;
+        }
+        let segment = keys::table_segment(&table.name, table.incarnation);
+        let mut ops = vec![Op::put(key.clone(), encode(table))];
+        for (partition, bucket, node) in assignments {
+            keys::check_segment("partition", partition)?;
+            keys::check_segment("node", node)?;
+            let record = BucketAssignment {
+                node: node.clone(),
+                leader: 0,
+            };
+            ops.push(Op::put(
+                keys::assignment(&segment, partition, *bucket),
+                encode(&record),
+            ));
+        }
+        let outcome = self
+            .kv
+            .txn(Txn {
+                compares: vec![Compare::absent(key)],
+                on_success: ops,
+            })
+            .await?;
+        if outcome.succeeded {
+            Ok(())
+        } else {
+            Err(MetaError::AlreadyExists {
+                what: "table",
+                id: table.name.clone(),
+            })
+        }
+    }
+
+    /// The assignment at `key` (a key of [`keys::assignment`]), if the bucket has one.
+    pub async fn assignment(&self, key: &str) -> Result<Option<BucketAssignment>> {
+        Ok(get_record::<BucketAssignment>(&self.kv.get(key).await?)?.map(|(a, _)| a))
+    }
+
+    /// The assignments of every bucket, as `(key, node)`: what the routing view starts from.
+    pub async fn assignments(&self) -> Result<Vec<(String, BucketAssignment)>> {
+        let all = self.kv.scan_all(keys::ASSIGNMENTS, SCAN_PAGE).await?;
+        all.iter()
+            .map(|kv| {
+                Ok((
+                    kv.key.clone(),
+                    decode::<BucketAssignment>(&kv.key, &kv.value)?,
+                ))
+            })
+            .collect()
     }
 
     /// Reads a table.

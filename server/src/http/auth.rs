@@ -25,6 +25,7 @@ use axum::http::{Method, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::query::{TakeError, percent_decode, take_param};
 use crate::auth::{Action, Principal};
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
@@ -120,71 +121,13 @@ fn action_of(method: &Method, path: &str) -> Option<(Action, Option<String>)> {
 /// Removes every `access_token` pair from the query of `uri`, leaving the other pairs as they
 /// were; returns its decoded value. Two of them are refused.
 fn take_query_token(uri: &mut Uri) -> ApiResult<Option<String>> {
-    let Some(query) = uri.query() else {
-        return Ok(None);
-    };
-    let mut token = None;
-    let mut kept = Vec::new();
-    for pair in query.split('&') {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if percent_decode(key, true).as_deref() != Some(ACCESS_TOKEN) {
-            kept.push(pair);
-            continue;
-        }
-        if token.is_some() {
-            return Err(ApiError::bad_request("give `access_token` once"));
-        }
-        token = Some(
-            percent_decode(value, true).ok_or_else(|| ApiError::Unauthorized {
-                message: "`access_token` is not valid percent-encoded UTF-8".to_owned(),
-            })?,
-        );
-    }
-    if token.is_none() {
-        return Ok(None);
-    }
-    let path = uri.path();
-    let rebuilt = if kept.is_empty() {
-        path.to_owned()
-    } else {
-        format!("{path}?{}", kept.join("&"))
-    };
-    let mut parts = std::mem::take(uri).into_parts();
-    parts.path_and_query = Some(
-        rebuilt
-            .parse()
-            .map_err(|_| ApiError::bad_request("the request URI is not valid"))?,
-    );
-    *uri = Uri::from_parts(parts)
-        .map_err(|_| ApiError::bad_request("the request URI is not valid"))?;
-    Ok(token)
-}
-
-/// Decodes `%XX` escapes (and `+` as a space in a query); `None` for a bad escape or bytes that
-/// are not UTF-8.
-fn percent_decode(text: &str, plus_is_space: bool) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        match b {
-            b'%' => {
-                let hex = bytes.get(i + 1..i + 3)?;
-                let hex = std::str::from_utf8(hex).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' if plus_is_space => {
-                out.push(b' ');
-                i += 1;
-            }
-            _ => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
+    take_param(uri, ACCESS_TOKEN).map_err(|e| match e {
+        TakeError::Twice => ApiError::bad_request("give `access_token` once"),
+        TakeError::BadEncoding => ApiError::Unauthorized {
+            message: "`access_token` is not valid percent-encoded UTF-8".to_owned(),
+        },
+        TakeError::BadUri => ApiError::bad_request("the request URI is not valid"),
+    })
 }
 
 #[cfg(test)]

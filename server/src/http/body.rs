@@ -4,7 +4,8 @@
 //! (the JSON of the control routes) is read by the middleware [`bounded_json`] within
 //! `http.body.max_json_bytes` before its handler parses it. A body whose length is known
 //! (`Content-Length`) and over the limit is refused before a byte of it is read; a chunked body
-//! is cut as soon as it passes the limit (413 `payload_too_large` either way). The bytes are
+//! is cut as soon as it passes the limit (413 `payload_too_large` either way; the rest is read and
+//! thrown away in the background, up to 16 MiB or 5 s, so the client sees the answer). The bytes are
 //! reserved against the budget ([`super::budget`]) before they are buffered, so a request the
 //! node has no room for gets 503 `overloaded` instead of memory. A body that sends nothing for
 //! `http.idle_timeout_ms` is given up, so a stalled client cannot hold its reservation.
@@ -33,7 +34,10 @@ pub(crate) async fn read(
     let hint = body.size_hint();
     let too_large = ApiError::PayloadTooLarge { limit };
     let declared = match hint.upper() {
-        Some(upper) if upper > limit as u64 => return Err(too_large),
+        Some(upper) if upper > limit as u64 => {
+            drain(body);
+            return Err(too_large);
+        }
         // Known and within the limit: reserved and allocated once.
         Some(upper) if upper == hint.lower() => usize::try_from(upper).unwrap_or(limit),
         _ => 0,
@@ -62,6 +66,7 @@ pub(crate) async fn read(
         };
         let total = buffer.len() + data.len();
         if total > limit {
+            drain(body);
             return Err(too_large);
         }
         if total > permit.bytes() {
@@ -70,6 +75,32 @@ pub(crate) async fn read(
         buffer.extend_from_slice(&data);
     }
     Ok((buffer.freeze(), permit))
+}
+
+/// Bytes of a refused body read and thrown away so the client sees the 413 (closing a
+/// connection with unread bytes resets it, and a client still sending would see the reset
+/// first); past this, or after [`DRAIN_TIME`], the connection is closed anyway.
+const DRAIN_BYTES: u64 = 16 << 20;
+/// How long a refused body is drained at most.
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+/// Reads and discards the rest of a refused body in the background, within [`DRAIN_BYTES`] and
+/// [`DRAIN_TIME`]: the answer goes out meanwhile, and nothing is kept.
+fn drain(mut body: Body) {
+    tokio::spawn(async move {
+        let mut read = 0u64;
+        let _ = tokio::time::timeout(DRAIN_TIME, async {
+            while read < DRAIN_BYTES {
+                match body.frame().await {
+                    Some(Ok(frame)) => {
+                        read += frame.data_ref().map_or(0, |d| d.len() as u64);
+                    }
+                    _ => break,
+                }
+            }
+        })
+        .await;
+    });
 }
 
 /// The state of [`bounded_json`].

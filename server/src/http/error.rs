@@ -36,9 +36,10 @@ impl ApiError {
             ApiError::RateLimited
             | ApiError::TooManyWriters { .. }
             | ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable { .. } | ApiError::ShuttingDown | ApiError::Overloaded { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::Unavailable { .. }
+            | ApiError::BucketUnavailable { .. }
+            | ApiError::ShuttingDown
+            | ApiError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

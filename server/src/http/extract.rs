@@ -41,13 +41,14 @@ pub(crate) async fn bucket_log(
     table: &str,
     bucket: &str,
     partition: Option<&str>,
+    redirected_by: Option<&str>,
 ) -> ApiResult<(Arc<TableInfo>, Arc<dyn BucketLog>)> {
     let info = core.catalog().get(table).await?;
     let bucket: u32 = bucket
         .parse()
         .map_err(|_| ApiError::bad_request(format!("bucket `{bucket}` is not a number")))?;
     let log = core
-        .bucket_log(&info, bucket, partition.unwrap_or("default"))
+        .bucket_log(&info, bucket, partition.unwrap_or("default"), redirected_by)
         .await?;
     Ok((info, log))
 }

@@ -60,8 +60,7 @@ impl ConnectionLimits {
 
     /// A slot for a connection from `client`, or `None` (counted) when a limit is reached.
     fn admit(self: &Arc<Self>, client: IpAddr) -> Option<Slot> {
-        // An IPv4 client reaching an IPv6 socket is the same client as over IPv4.
-        let client = client.to_canonical();
+        let client = client_of(client);
         let mut open = self.open.lock();
         let of_client = open.by_client.get(&client).copied().unwrap_or(0);
         if open.total >= self.max || of_client >= self.per_client {
@@ -83,6 +82,20 @@ impl ConnectionLimits {
             limits: Arc::clone(self),
             client,
         })
+    }
+}
+
+/// The client a per-client limit counts an address as: an IPv4 address reaching an IPv6 socket
+/// is the same client as over IPv4, and an IPv6 address stands for its /64 (one host or one
+/// site's network is given a /64, and picks addresses in it at will).
+pub(crate) fn client_of(address: IpAddr) -> IpAddr {
+    match address.to_canonical() {
+        IpAddr::V6(v6) => {
+            let mut segments = v6.segments();
+            segments[4..].fill(0);
+            IpAddr::V6(segments.into())
+        }
+        v4 => v4,
     }
 }
 
@@ -248,6 +261,25 @@ async fn drive<I>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_client_counts_as_its_slash_64_and_a_mapped_ipv4_as_itself() {
+        let parse = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            client_of(parse("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            parse("2001:db8:1:2::")
+        );
+        assert_eq!(
+            client_of(parse("2001:db8:1:2::1")),
+            client_of(parse("2001:db8:1:2:ffff::9"))
+        );
+        assert_ne!(
+            client_of(parse("2001:db8:1:2::1")),
+            client_of(parse("2001:db8:1:3::1"))
+        );
+        assert_eq!(client_of(parse("::ffff:10.0.0.7")), parse("10.0.0.7"));
+        assert_eq!(client_of(parse("10.0.0.7")), parse("10.0.0.7"));
+    }
 
     #[test]
     fn connections_past_a_limit_are_refused_and_closed_ones_free_their_place() {

@@ -39,9 +39,11 @@ mod headers;
 mod hosts;
 mod listener;
 mod parked;
+mod query;
 mod rate_limit;
 mod read;
 mod records;
+mod redirect;
 mod sse;
 mod tables;
 mod tls;
@@ -177,6 +179,11 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             core.clone(),
             auth::require,
+        ))
+        // Outside the token check: a redirect keeps the query as the client sent it.
+        .layer(axum::middleware::from_fn_with_state(
+            core.clone(),
+            redirect::route,
         ));
     let app = match hosts::AllowedHosts::new(&http.allowed_hosts) {
         Some(hosts) => app.layer(axum::middleware::from_fn_with_state(hosts, hosts::check)),

@@ -49,7 +49,10 @@ impl ParkedReads {
     /// Takes a place for `client` (`None`: a connection without a peer address, all of which
     /// count as one client), or refuses past either limit.
     pub(crate) fn admit(self: &Arc<Self>, client: Option<IpAddr>) -> ApiResult<ParkedRead> {
-        let client = client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let client = client.map_or(
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            super::listener::client_of,
+        );
         let mut held = self.held.lock();
         let refusal = if held.total >= self.max {
             Some(format!(

@@ -22,6 +22,7 @@ use super::extract::{BucketQuery, bucket_log, json_body, query};
 use super::headers::{SCHEMA_ID, SEQUENCE, WRITER_ID, header_number};
 use super::parked::ParkedReads;
 use super::read::{self, ReadQuery};
+use super::redirect::RedirectedBy;
 use super::sse;
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
@@ -30,6 +31,7 @@ use crate::format::{self, Format};
 
 pub(crate) async fn append(
     State(core): State<Arc<NodeCore>>,
+    redirected: Option<Extension<RedirectedBy>>,
     Extension(budget): Extension<Arc<Budget>>,
     Path((table, bucket)): Path<(String, String)>,
     q: Result<Query<BucketQuery>, QueryRejection>,
@@ -51,7 +53,14 @@ pub(crate) async fn append(
     };
     // The permit holds the body's bytes, then the batches', until the append is answered.
     let (body, mut permit) = body::read(body, limit, &budget, http.idle_timeout).await?;
-    let (info, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
+    let (info, log) = bucket_log(
+        &core,
+        &table,
+        &bucket,
+        q.partition.as_deref(),
+        by(&redirected),
+    )
+    .await?;
     let batches = match format {
         Format::Arrow | Format::Ndjson => {
             let batches = rows_to_batch(&core, &info, &headers, format, &body)?;
@@ -128,6 +137,7 @@ fn rows_to_batch(
 
 pub(crate) async fn read(
     State(core): State<Arc<NodeCore>>,
+    redirected: Option<Extension<RedirectedBy>>,
     Path((table, bucket)): Path<(String, String)>,
     q: Result<Query<ReadQuery>, QueryRejection>,
     headers: HeaderMap,
@@ -149,7 +159,14 @@ pub(crate) async fn read(
             )));
         }
     };
-    let (info, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
+    let (info, log) = bucket_log(
+        &core,
+        &table,
+        &bucket,
+        q.partition.as_deref(),
+        by(&redirected),
+    )
+    .await?;
     if format == Format::Sse {
         return sse::serve(core, info, log, q, &headers, &parked);
     }
@@ -166,11 +183,19 @@ pub(crate) struct OffsetsQuery {
 
 pub(crate) async fn offsets(
     State(core): State<Arc<NodeCore>>,
+    redirected: Option<Extension<RedirectedBy>>,
     Path((table, bucket)): Path<(String, String)>,
     q: Result<Query<OffsetsQuery>, QueryRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let q = query(q)?;
-    let (_, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
+    let (_, log) = bucket_log(
+        &core,
+        &table,
+        &bucket,
+        q.partition.as_deref(),
+        by(&redirected),
+    )
+    .await?;
     if let Some(ts) = q.timestamp {
         // The tablet refuses a timestamp in the future, against its own (injected) clock.
         let offset = log.offset_for_timestamp(ts).await?;
@@ -192,17 +217,32 @@ pub(crate) struct TrimBody {
 
 pub(crate) async fn trim(
     State(core): State<Arc<NodeCore>>,
+    redirected: Option<Extension<RedirectedBy>>,
     Path((table, bucket)): Path<(String, String)>,
     q: Result<Query<BucketQuery>, QueryRejection>,
     body: Result<Json<TrimBody>, JsonRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let q = query(q)?;
     let body = json_body(body)?;
-    let (_, log) = bucket_log(&core, &table, &bucket, q.partition.as_deref()).await?;
+    let (_, log) = bucket_log(
+        &core,
+        &table,
+        &bucket,
+        q.partition.as_deref(),
+        by(&redirected),
+    )
+    .await?;
     log.trim(body.offset).await?;
     let o = log.offsets();
     Ok(Json(json!({
         "log_start": o.log_start,
         "high_watermark": o.high_watermark,
     })))
+}
+
+/// The node that redirected a request here, if one did.
+fn by(redirected: &Option<Extension<RedirectedBy>>) -> Option<&str> {
+    redirected
+        .as_ref()
+        .map(|Extension(RedirectedBy(node))| node.as_str())
 }

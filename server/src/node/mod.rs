@@ -27,7 +27,7 @@ use mink_tablet::TabletSettings;
 use tokio::task::JoinHandle;
 
 use crate::bucket_log::{LogProvider, TabletProvider};
-use crate::cluster::Membership;
+use crate::cluster::{Membership, OwnershipView};
 use crate::core::NodeCore;
 use crate::http;
 use crate::settings::Settings;
@@ -128,7 +128,14 @@ impl NodeBuilder {
             Metadata::open_with_clock(kv.clone(), MetadataOptions::default(), clock.clone())
                 .await?,
         );
-        let mut membership = Membership::join(metadata.clone(), kv, &settings).await?;
+        let mut membership = Membership::join(metadata.clone(), kv.clone(), &settings).await?;
+        // In a cluster (a store with leases), requests are routed by the watched ownership.
+        let ownership = match membership.session() {
+            Some(_) => Some(Arc::new(
+                OwnershipView::start(settings.node_id.clone(), metadata.clone(), kv).await?,
+            )),
+            None => None,
+        };
         let mut engine = Engine::builder()
             .node(membership.member())
             .recover_earlier(membership.earlier().to_vec())
@@ -148,7 +155,8 @@ impl NodeBuilder {
         );
         let core = Arc::new(
             NodeCore::new(settings.clone(), auth, metadata, engine.clone(), provider)
-                .with_lease(membership.session().cloned()),
+                .with_lease(membership.session().cloned())
+                .with_ownership(ownership.clone()),
         );
         // Drops that stopped half-way (a crash after the tombstone) are finished before serving.
         match core.clean_dropped_tables().await {
@@ -175,6 +183,9 @@ impl NodeBuilder {
             server.task.abort();
             background.abort();
             return Err(e);
+        }
+        if let Some(view) = &ownership {
+            view.registered(membership.record().clone());
         }
         crate::auth::warn_if_open(core.authenticator(), addr);
         tracing::info!(
