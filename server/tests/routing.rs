@@ -102,6 +102,32 @@ async fn requests_for_another_nodes_bucket_are_redirected_to_it() {
         }
     }
     assert_eq!(on_b.len(), 2, "4 buckets over 2 nodes: {on_b:?}");
+    // Both nodes show the same cluster.
+    for node in [&a, &b] {
+        let cluster: Value = follow
+            .get(format!("{}/v1/cluster", node.url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let members: Vec<&str> = cluster["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["member"].as_str().unwrap())
+            .collect();
+        assert_eq!(members, ["a~1", "b~1"], "{cluster}");
+        let on: Vec<&str> = cluster["assignments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["node"].as_str().unwrap())
+            .collect();
+        assert_eq!(on.iter().filter(|n| **n == "b").count(), 2, "{cluster}");
+        assert_eq!(on.len(), BUCKETS as usize, "{cluster}");
+    }
     let remote = on_b[0];
 
     // The redirect keeps the path and query, names the node that sent it, is not cached.

@@ -139,7 +139,37 @@ fn run(mut command: Command) -> Result {
     }
 }
 
+/// Free space (GiB) below which `cargo xtask test` warns before it builds: a clean build of every
+/// test, the doctests and the chaos binaries takes about this much.
+const TEST_DISK_GIB: u64 = 20;
+
+/// Warns when the filesystem of the target folder has less than `gib` GiB free (a build that runs
+/// out of space fails late, with an error that does not say why).
+fn warn_if_disk_low(gib: u64) {
+    let dir = target_dir();
+    let probe = if dir.exists() { dir } else { root() };
+    let Ok(out) = Command::new("df").arg("-Pk").arg(&probe).output() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let free_kib = text
+        .lines()
+        .nth(1)
+        .and_then(|line| line.split_whitespace().nth(3))
+        .and_then(|field| field.parse::<u64>().ok());
+    if let Some(free) = free_kib
+        && free < gib << 20
+    {
+        eprintln!(
+            "xtask: warning: only {} GiB free under {}; a full test build needs about {gib} GiB (remove old target folders)",
+            free >> 20,
+            probe.display()
+        );
+    }
+}
+
 fn test(args: &[String]) -> Result {
+    warn_if_disk_low(TEST_DISK_GIB);
     install::build_tools()?;
     let services = services::Services::start()?;
     let mut outcome = Ok(());

@@ -142,6 +142,19 @@ impl OwnershipView {
         nodes
     }
 
+    /// Every assignment in the view, `(key, node)`, by key.
+    pub fn assignments(&self) -> Vec<(String, String)> {
+        let mut all: Vec<(String, String)> = self
+            .state
+            .read()
+            .assignments
+            .iter()
+            .map(|(k, n)| (k.clone(), n.clone()))
+            .collect();
+        all.sort();
+        all
+    }
+
     /// Records assignments this node has just written, before the watch brings them back.
     pub fn assigned(&self, assignments: impl IntoIterator<Item = (String, String)>) {
         self.state.write().assignments.extend(assignments);

@@ -10,6 +10,7 @@
 //! | GET, DELETE | `/v1/tables/{table}` | get / drop a table (drop destroys its logs and writer snapshots) |
 //! | POST | `/v1/tables/{table}/schemas` | add a schema version: `{"schema": {...}}` -> `{"schema_id"}` |
 //! | POST | `/v1/writers` | init_writer: `{"writer_id"}` from the shared allocator |
+//! | GET | `/v1/cluster` | the live nodes and the bucket assignments, as this node sees them |
 //! | POST | `/v1/tables/{table}/buckets/{bucket}/records` | append |
 //! | GET | `/v1/tables/{table}/buckets/{bucket}/records` | read, long-poll, SSE |
 //! | GET | `/v1/tables/{table}/buckets/{bucket}/offsets` | log start and high watermark; `?timestamp=ms` for an offset |
@@ -24,7 +25,8 @@
 //! `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
 //! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
 //! events), `parked` (the limits on parked long-polls and open SSE streams), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
-//! `rate_limit` (the token bucket in front of `/v1`). The middleware is layered in one place,
+//! `rate_limit` (the token bucket in front of `/v1`), `cluster` (`GET /v1/cluster`), `redirect`
+//! (307s to a bucket's owner), `query` (taking a parameter out of the query). The middleware is layered in one place,
 //! [`router`]: the `Host` allowlist, the budget and body limits (`body`: appends read their
 //! body with their format's limit, every other route within `http.body.max_json_bytes`), the
 //! rate limit, the request log (tower-http's trace).
@@ -32,6 +34,7 @@
 mod auth;
 mod body;
 mod budget;
+mod cluster;
 mod connection;
 mod error;
 mod extract;
@@ -112,6 +115,7 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         )
         .route("/tables/{table}/schemas", post(tables::add_schema))
         .route("/writers", post(tables::init_writer))
+        .route("/cluster", get(cluster::cluster))
         .route(
             "/tables/{table}/buckets/{bucket}/records",
             post(records::append).get(records::read),
