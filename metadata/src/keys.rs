@@ -10,6 +10,7 @@
 //! | `mink/objects/{id:020}` | [`crate::ObjectRecord`] |
 //! | `mink/wal/{node}/{first_id:020}` | [`crate::WalReservation`] |
 //! | `mink/nodes/{node}` | [`crate::NodeRecord`] (held by the node's lease) |
+//! | `mink/leader/{member}` | a candidacy in the leader election ([`crate::Election`]), held by the member's lease |
 //! | `mink/incarnations/{node}` | the node's last incarnation (an id counter) |
 //! | `mink/broker-ids/{node}` | the node's Kafka broker id, for good (an id counter's value) |
 //! | `mink/writers/{table}/{partition}/{bucket}` | [`crate::WriterSnapshot`] |
@@ -35,6 +36,8 @@ pub const OBJECTS: &str = "mink/objects/";
 pub const WAL: &str = "mink/wal/";
 /// Prefix of node registrations.
 pub const NODES: &str = "mink/nodes/";
+/// Prefix of the leader election's candidacies.
+pub const LEADER: &str = "mink/leader/";
 /// Prefix of bucket assignments.
 pub const ASSIGNMENTS: &str = "mink/assign/";
 /// Prefix of node incarnation counters.

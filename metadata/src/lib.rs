@@ -9,10 +9,12 @@
 //!   objects and offsets, trims, the WAL registry, tables, nodes, writer snapshots; one file per key
 //!   family under `log/`, each with its key layout.
 //! - [`index`]: the node-local object index answering "objects covering stream S from offset a".
+//! - [`election`]: [`Election`], one leader among live members and the fence of its decisions.
 //! - [`lease`]: [`LeaseSession`], one lease kept alive for a node's life, and the deadline until
 //!   which the node may act on it (docs/cluster.md, the acknowledgement rule).
 
 pub mod alloc;
+pub mod election;
 pub mod error;
 pub mod index;
 pub mod keys;
@@ -23,6 +25,7 @@ pub mod records;
 pub mod value;
 
 pub use alloc::{IdAllocator, IdKind};
+pub use election::Election;
 pub use error::{ErrorKind, MetaError, Result};
 pub use index::{CoveringRange, ObjectIndex};
 pub use kv::{

@@ -346,3 +346,97 @@ pub(super) async fn leases_hold_keys_until_revoked_or_expired(f: Fixture) {
     }
     assert_eq!(f.other.lease_ttl(lease.id).await.unwrap(), None);
 }
+
+/// The leader election: the first candidate leads, its fence passes while it stands, and once it
+/// resigns or its lease ends the next one leads and the old fence fails.
+pub(super) async fn one_leader_at_a_time_and_a_fence_that_outlives_no_leadership(f: Fixture) {
+    use mink_metadata::{Election, keys};
+    let lease = |f: &Fixture| {
+        let kv = Arc::clone(&f.kv);
+        async move {
+            match kv.grant_lease(std::time::Duration::from_secs(10)).await {
+                Ok(l) => Some(l.id),
+                Err(e) if e.kind() == ErrorKind::Unsupported => None,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    };
+    let prefix = keys::LEADER;
+    assert_eq!(Election::leader(f.kv.as_ref(), prefix).await.unwrap(), None);
+    let first = Election::campaign(f.kv.as_ref(), prefix, "a~1", lease(&f).await)
+        .await
+        .unwrap();
+    let second_lease = lease(&f).await;
+    let second = Election::campaign(f.other.as_ref(), prefix, "b~1", second_lease)
+        .await
+        .unwrap();
+    let refused = Election::campaign(f.kv.as_ref(), prefix, "a~1", None).await;
+    assert_eq!(refused.unwrap_err().kind(), ErrorKind::Conflict);
+    assert_eq!(
+        Election::leader(f.other.as_ref(), prefix).await.unwrap(),
+        Some(("a~1".to_owned(), first.revision()))
+    );
+    assert!(first.is_leader(f.kv.as_ref()).await.unwrap());
+    assert!(!second.is_leader(f.other.as_ref()).await.unwrap());
+    tokio::time::timeout(WAIT, first.leadership(f.kv.as_ref()))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // The leader's decision passes its fence.
+    let decide = |fence: Compare, value: &str| Txn {
+        compares: vec![fence],
+        on_success: vec![Op::put("mink/assign/t/default/0", b(value))],
+    };
+    let old_fence = first.fence();
+    assert!(
+        f.kv.txn(decide(old_fence.clone(), "a"))
+            .await
+            .unwrap()
+            .succeeded
+    );
+
+    // b waits for leadership; a resigns; b leads, and a's fence no longer passes.
+    let waiting = tokio::spawn({
+        let other = Arc::clone(&f.other);
+        let second = second.clone();
+        async move { second.leadership(other.as_ref()).await }
+    });
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished());
+    first.resign(f.kv.as_ref()).await.unwrap();
+    tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("b leads once a resigns")
+        .unwrap()
+        .unwrap();
+    assert!(
+        !f.kv
+            .txn(decide(old_fence, "stale"))
+            .await
+            .unwrap()
+            .succeeded
+    );
+    assert!(
+        f.other
+            .txn(decide(second.fence(), "b"))
+            .await
+            .unwrap()
+            .succeeded
+    );
+    assert_eq!(
+        f.kv.get("mink/assign/t/default/0")
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        b("b")
+    );
+    // A candidacy held by a lease ends with it.
+    if let Some(lease) = second_lease {
+        f.kv.revoke_lease(lease).await.unwrap();
+        assert_eq!(Election::leader(f.kv.as_ref(), prefix).await.unwrap(), None);
+        let gone = second.leadership(f.other.as_ref()).await.unwrap_err();
+        assert_eq!(gone.kind(), ErrorKind::NotFound);
+    }
+}

@@ -22,7 +22,8 @@ use ids::concurrent_allocators_never_repeat_an_id;
 use index::index_is_rebuilt_on_open_and_follows_other_writers;
 use kv::{
     compare_and_swap_needs_the_current_version, corrupt_and_future_values_are_typed_errors,
-    leases_hold_keys_until_revoked_or_expired, put_get_delete_track_versions,
+    leases_hold_keys_until_revoked_or_expired,
+    one_leader_at_a_time_and_a_fence_that_outlives_no_leadership, put_get_delete_track_versions,
     scan_pages_through_a_prefix_only, txn_is_all_or_nothing,
     watch_sees_changes_under_its_prefix_in_order,
 };
@@ -103,6 +104,7 @@ conformance!(
     watch_sees_changes_under_its_prefix_in_order,
     corrupt_and_future_values_are_typed_errors,
     leases_hold_keys_until_revoked_or_expired,
+    one_leader_at_a_time_and_a_fence_that_outlives_no_leadership,
     concurrent_allocators_never_repeat_an_id,
     open_stream_fences_the_previous_epoch,
     commit_adds_removes_advances_and_indexes,
