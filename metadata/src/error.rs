@@ -94,6 +94,17 @@ pub enum MetaError {
         /// Its state.
         state: String,
     },
+    /// The stream is open on another node's member, which must close it (a transfer) or be
+    /// recovered (a failover) before it opens anywhere else.
+    #[error(
+        "stream {stream_id} is open on {owner}; it opens here once {owner} closes it or is recovered"
+    )]
+    StreamHeld {
+        /// The stream.
+        stream_id: u64,
+        /// The member holding it.
+        owner: String,
+    },
     /// A record the operation needs does not exist.
     #[error("{what} {id} does not exist")]
     NotFound {
@@ -301,7 +312,7 @@ impl MetaError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             MetaError::Unavailable { .. } | MetaError::Contended { .. } => ErrorKind::Unavailable,
-            MetaError::WatchLagged { .. } => ErrorKind::Unavailable,
+            MetaError::WatchLagged { .. } | MetaError::StreamHeld { .. } => ErrorKind::Unavailable,
             MetaError::Storage { .. }
             | MetaError::Corrupt { .. }
             | MetaError::UnknownVersion { .. }

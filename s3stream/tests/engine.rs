@@ -347,6 +347,60 @@ async fn a_new_life_of_a_node_recovers_the_earlier_lives_wal() {
 }
 
 #[tokio::test]
+async fn an_exclusive_engine_takes_no_stream_another_node_holds_open() {
+    let world = World::new();
+    let open = |member: &'static str, node_id: &'static str| {
+        let world = &world;
+        async move {
+            Engine::builder()
+                .node(member)
+                .wal_storage(world.storage.clone())
+                .metadata(world.metadata().await)
+                .settings(manual())
+                .exclusive(node_id)
+                .open()
+                .await
+                .unwrap()
+        }
+    };
+    let a = open("a~1", "a").await;
+    let id = a.create_stream().await.unwrap().id;
+    let sa = a.open_stream(id).await.unwrap();
+    append_n(&sa, 3).await;
+    // Another node's member may not take it while a holds it open: nothing changes.
+    let b = open("b~1", "b").await;
+    let held = b.open_stream(id).await.unwrap_err();
+    assert!(held.to_string().contains("a~1"), "{held}");
+    let record = world
+        .metadata()
+        .await
+        .get_stream(id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.owner.as_deref(), Some("a~1"));
+    // Once a closes it, b takes it with its offsets.
+    sa.close().await.unwrap();
+    let sb = b.open_stream(id).await.unwrap();
+    assert_eq!(read_all(&sb, 0).await, expected(0, 6));
+    // A later life of b takes what an earlier one held (its WAL was recovered at open).
+    b.abort();
+    drop((sb, b));
+    let b2 = Engine::builder()
+        .node("b~2")
+        .wal_storage(world.storage.clone())
+        .metadata(world.metadata().await)
+        .settings(manual())
+        .exclusive("b")
+        .recover_earlier(vec!["b~1".to_owned()])
+        .open()
+        .await
+        .unwrap();
+    let sb2 = b2.open_stream(id).await.unwrap();
+    assert_eq!(read_all(&sb2, 0).await, expected(0, 6));
+}
+
+#[tokio::test]
 async fn a_crash_at_each_failpoint_loses_nothing_acknowledged() {
     for (point, settings) in failpoints::ALL
         .into_iter()

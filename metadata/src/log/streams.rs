@@ -59,6 +59,42 @@ impl Metadata {
         .await
     }
 
+    /// Opens stream `id` for member `node` of node `node_id` as [`Metadata::open_stream`] does,
+    /// unless another node's member holds it open: then it fails with
+    /// [`MetaError::StreamHeld`] and changes nothing (docs/cluster.md, "taking a stream"). A
+    /// stream held by an earlier life of `node_id` is taken: that life's WAL was recovered
+    /// before this one opened anything.
+    pub async fn open_stream_exclusive(
+        &self,
+        id: u64,
+        node: &str,
+        node_id: &str,
+    ) -> Result<StreamRecord> {
+        self.update_stream(id, |s| {
+            if s.state == StreamState::Deleted {
+                return Err(MetaError::StreamNotOpen {
+                    stream_id: id,
+                    state: s.state.to_string(),
+                });
+            }
+            if s.state == StreamState::Open
+                && let Some(owner) = &s.owner
+                && owner != node
+                && !crate::records::is_life_of(owner, node_id)
+            {
+                return Err(MetaError::StreamHeld {
+                    stream_id: id,
+                    owner: owner.clone(),
+                });
+            }
+            s.epoch += 1;
+            s.owner = Some(node.to_owned());
+            s.state = StreamState::Open;
+            Ok(())
+        })
+        .await
+    }
+
     /// Closes stream `id` held at `epoch`, so another node may open it.
     pub async fn close_stream(&self, id: u64, epoch: u64) -> Result<StreamRecord> {
         self.update_stream(id, |s| {

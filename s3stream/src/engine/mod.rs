@@ -72,6 +72,7 @@ pub struct EngineBuilder {
     clock: Arc<dyn Clock>,
     fence: Option<Arc<dyn AckFence>>,
     earlier: Vec<String>,
+    exclusive: Option<String>,
 }
 
 /// What [`Engine::open`] is made of, the builder's parts resolved.
@@ -85,6 +86,7 @@ struct Parts {
     clock: Arc<dyn Clock>,
     fence: Option<Arc<dyn AckFence>>,
     earlier: Vec<String>,
+    exclusive: Option<String>,
 }
 
 impl EngineBuilder {
@@ -138,6 +140,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Opens a stream only when no other node's member holds it open (a cluster: the holder must
+    /// close it or be recovered first); streams held by earlier lives of `node_id` are taken.
+    /// Without it, an open fences whoever held the stream.
+    pub fn exclusive(mut self, node_id: impl Into<String>) -> Self {
+        self.exclusive = Some(node_id.into());
+        self
+    }
+
     /// Owners of WAL objects to recover at open before this node's own (earlier lives of the node,
     /// known to be dead): their records are committed and their WAL ids retired like the node's.
     pub fn recover_earlier(mut self, owners: Vec<String>) -> Self {
@@ -166,6 +176,7 @@ impl EngineBuilder {
             clock: self.clock,
             fence: self.fence,
             earlier: self.earlier,
+            exclusive: self.exclusive,
         })
         .await
     }
@@ -220,6 +231,7 @@ impl Engine {
             clock: Arc::new(SystemClock),
             fence: None,
             earlier: Vec::new(),
+            exclusive: None,
         }
     }
 
@@ -234,6 +246,7 @@ impl Engine {
             clock,
             fence,
             earlier,
+            exclusive,
         } = parts;
         let metrics = Arc::new(EngineMetrics::default());
         for owner in earlier.iter().filter(|owner| **owner != node) {
@@ -290,6 +303,7 @@ impl Engine {
             reader: ObjectReader::new(caches.clone(), data_storage.clone(), metrics.clone()),
             caches,
             node,
+            exclusive,
             same_store: std::ptr::addr_eq(Arc::as_ptr(&wal_storage), Arc::as_ptr(&data_storage)),
             wal_storage,
             data_storage,
@@ -330,16 +344,21 @@ impl Engine {
         Ok(self.shared.metadata.create_stream().await?)
     }
 
-    /// Opens stream `id` on this node with a new epoch, fencing every older owner.
+    /// Opens stream `id` on this node with a new epoch, fencing every older owner (with
+    /// [`EngineBuilder::exclusive`]: unless another node's member holds it open).
     pub async fn open_stream(&self, id: u64) -> Result<Stream> {
         if self.shared.is_open(id) {
             return Err(StreamError::AlreadyOpen { stream_id: id });
         }
-        let record = self
-            .shared
-            .metadata
-            .open_stream(id, &self.shared.node)
-            .await?;
+        let metadata = &self.shared.metadata;
+        let record = match &self.shared.exclusive {
+            Some(node_id) => {
+                metadata
+                    .open_stream_exclusive(id, &self.shared.node, node_id)
+                    .await?
+            }
+            None => metadata.open_stream(id, &self.shared.node).await?,
+        };
         let state = Arc::new(OpenStream::new(
             id,
             record.epoch,

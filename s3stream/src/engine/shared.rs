@@ -32,6 +32,8 @@ use crate::wal::WalWriter;
 /// The engine's state, shared by its handle, every stream handle and the background tasks.
 pub(crate) struct EngineShared {
     pub(crate) node: String,
+    /// In a cluster, the node id whose lives may take a stream (`EngineBuilder::exclusive`).
+    pub(crate) exclusive: Option<String>,
     pub(crate) settings: EngineSettings,
     pub(crate) wal_storage: Arc<dyn ObjectStorage>,
     pub(crate) data_storage: Arc<dyn ObjectStorage>,

@@ -147,7 +147,9 @@ impl NodeBuilder {
             engine = engine.data_storage(data);
         }
         if let Some(fence) = membership.fence() {
-            engine = engine.ack_fence(fence);
+            // In a cluster: acknowledgements follow the lease, and a stream another node holds
+            // open is not taken from it.
+            engine = engine.ack_fence(fence).exclusive(settings.node_id.clone());
         }
         let engine = engine.open().await?;
         let provider: Arc<dyn LogProvider> = Arc::new(

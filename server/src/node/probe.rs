@@ -1,14 +1,17 @@
 //! Start-up probes: before a node serves, it writes, reads back and deletes a small object in each
 //! object store and reads the metadata store, each within `node.probe_timeout_ms`. A failure stops
-//! the start with a message naming the setting to fix, instead of a node that says it is serving
+//! the start with a message naming the setting to fix (a step the store fails transiently, as a
+//! throttled S3 does, is tried again a few times first), instead of a node that says it is serving
 //! and fails its WAL at the first append (an `http://` S3 endpoint without
 //! `--s3-allow-http true` is refused only when the first request is sent).
 
 use std::future::Future;
+use std::time::Duration;
 
 use bytes::Bytes;
 use mink_metadata::MetaKv;
-use mink_s3stream::storage::ObjectStorage;
+use mink_runtime::Backoff;
+use mink_s3stream::storage::{ObjectStorage, StorageError};
 
 use super::error::NodeError;
 use crate::settings::{MetadataBackend, Settings, StorageBackend};
@@ -53,11 +56,11 @@ pub(super) async fn object_store(
         fix: store_fix(settings, role),
     };
     let body = Bytes::from_static(PROBE_BODY);
-    bounded(settings, store.put(&key, body.clone()))
+    bounded(settings, transient(|| store.put(&key, body.clone())))
         .await
         .map_err(|c| fail("write a probe object", c))?
         .map_err(|e| fail("write a probe object", e.to_string()))?;
-    let read = bounded(settings, store.get(&key))
+    let read = bounded(settings, transient(|| store.get(&key)))
         .await
         .map_err(|c| fail("read the probe object back", c))?
         .map_err(|e| fail("read the probe object back", e.to_string()))?;
@@ -71,7 +74,7 @@ pub(super) async fn object_store(
             ),
         ));
     }
-    bounded(settings, store.delete(&key))
+    bounded(settings, transient(|| store.delete(&key)))
         .await
         .map_err(|c| fail("delete the probe object", c))?
         .map_err(|e| fail("delete the probe object", e.to_string()))?;
@@ -148,6 +151,31 @@ fn store_fix(settings: &Settings, role: StoreRole) -> String {
     }
 }
 
+/// Attempts of a probe step that fails transiently (a throttled store, a 503): a store that
+/// answers at all answers within a few.
+const TRANSIENT_ATTEMPTS: usize = 10;
+
+/// Runs a store step, again after a short pause while it fails with an error the store says is
+/// worth retrying, at most [`TRANSIENT_ATTEMPTS`] times; the last outcome is returned.
+async fn transient<T, F, Fut>(mut step: F) -> Result<T, StorageError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StorageError>>,
+{
+    let mut delays = Backoff::new(Duration::from_millis(10), Duration::from_millis(100))
+        .with_max_retries(TRANSIENT_ATTEMPTS - 1)
+        .delays();
+    loop {
+        match step().await {
+            Err(e) if e.is_retryable() => match delays.next() {
+                Some(delay) => tokio::time::sleep(delay).await,
+                None => return Err(e),
+            },
+            outcome => return outcome,
+        }
+    }
+}
+
 /// Runs `step` within `node.probe_timeout_ms`; `Err` says it timed out.
 pub(super) async fn bounded<T>(
     settings: &Settings,
@@ -220,6 +248,26 @@ mod tests {
         let text = error.to_string();
         assert!(text.contains("--s3-endpoint"), "{text}");
         assert!(text.contains("--s3-bucket"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_store_failing_a_step_transiently_is_tried_again() {
+        let settings = Settings::default();
+        let store = FaultyStorage::new(Arc::new(ObjectStoreBackend::memory()), 1);
+        // Three throttled PUTs, then it answers: the probe passes.
+        store.fail_next_op(StorageOp::Put, 3, FaultKind::Unavailable);
+        object_store(&store, StoreRole::Wal, &settings)
+            .await
+            .unwrap();
+        // A store that stays unavailable still fails the probe, with its error.
+        store.fail_next_op(StorageOp::Put, 1000, FaultKind::Unavailable);
+        let error = object_store(&store, StoreRole::Wal, &settings)
+            .await
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("write a probe object"),
+            "{error}"
+        );
     }
 
     #[tokio::test]
