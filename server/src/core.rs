@@ -152,20 +152,8 @@ impl NodeCore {
         self.shutdown.is_cancelled()
     }
 
-    /// The log of `bucket` in `partition` of the table `info`, opened on first use.
-    ///
-    /// Fails with [`ApiError::NoSuchBucket`] when the table has no such bucket or partition, with
-    /// [`ApiError::Moved`] when another live node owns the bucket, and with
-    /// [`ApiError::BucketUnavailable`] when its owner is not alive. `redirected_by` is the node
-    /// that redirected the request here, if one did: a bucket this node's view says that node
-    /// owns is looked up in the store itself, and never sent back (docs/cluster.md, "Routing").
-    pub async fn bucket_log(
-        &self,
-        info: &Arc<TableInfo>,
-        bucket: u32,
-        partition: &str,
-        redirected_by: Option<&str>,
-    ) -> ApiResult<Arc<dyn BucketLog>> {
+    /// The key of `bucket` in `partition` of the table `info`, or [`ApiError::NoSuchBucket`].
+    pub fn log_key(&self, info: &TableInfo, bucket: u32, partition: &str) -> ApiResult<LogKey> {
         let record = info.record();
         let table = &record.name;
         if bucket >= record.bucket_count {
@@ -190,6 +178,24 @@ impl NodeCore {
             bucket,
             incarnation: record.incarnation,
         };
+        Ok(key)
+    }
+
+    /// The log of `bucket` in `partition` of the table `info`, opened on first use.
+    ///
+    /// Fails with [`ApiError::NoSuchBucket`] when the table has no such bucket or partition, with
+    /// [`ApiError::Moved`] when another live node owns the bucket, and with
+    /// [`ApiError::BucketUnavailable`] when its owner is not alive. `redirected_by` is the node
+    /// that redirected the request here, if one did: a bucket this node's view says that node
+    /// owns is looked up in the store itself, and never sent back (docs/cluster.md, "Routing").
+    pub async fn bucket_log(
+        &self,
+        info: &Arc<TableInfo>,
+        bucket: u32,
+        partition: &str,
+        redirected_by: Option<&str>,
+    ) -> ApiResult<Arc<dyn BucketLog>> {
+        let key = self.log_key(info, bucket, partition)?;
         match self.logs.owner(&key) {
             Owner::Local => {}
             Owner::Remote(base) => return Err(ApiError::Moved { owner: base }),
@@ -324,6 +330,59 @@ impl NodeCore {
             }
         }
         Ok(finished)
+    }
+
+    /// Releases every open log whose bucket this node no longer owns (a transfer moved it):
+    /// the log is closed so its new owner can open it. In a cluster, every 100 ms.
+    pub async fn run_releases(self: Arc<Self>) {
+        let Some(view) = self.ownership.clone() else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            }
+            for key in self.logs.open_keys() {
+                let route = view.route(&key);
+                if route == Route::Local {
+                    continue;
+                }
+                match self.logs.release(&key).await {
+                    Ok(true) => {
+                        tracing::info!(log = %key, to = ?route, "bucket moved away; released")
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(log = %key, error = %e, "releasing a moved bucket failed")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves `key`'s bucket to node `to` (a transfer): its assignment is rewritten, its owner
+    /// releases it, and `to` opens it on its next request. Returns the node it was assigned to.
+    pub async fn transfer(&self, key: &LogKey, to: &str) -> ApiResult<Option<String>> {
+        let Some(view) = &self.ownership else {
+            return Err(ApiError::bad_request(
+                "this node is not in a cluster (its metadata store has no leases): there is nowhere to move a bucket",
+            ));
+        };
+        if !view
+            .live_nodes()
+            .iter()
+            .any(|n| n.node_id == to && !n.draining)
+        {
+            return Err(ApiError::bad_request(format!(
+                "no live node `{to}` to move the bucket to (see GET /v1/cluster)"
+            )));
+        }
+        let assignment = crate::cluster::assignment_key(key);
+        let from = self.metadata.reassign(&assignment, to).await?;
+        view.assigned([(assignment, to.to_owned())]);
+        tracing::info!(log = %key, from = ?from, to, "bucket transfer asked");
+        Ok(from)
     }
 
     /// The node's background work until shutdown: the dropped-table cleanup every

@@ -38,7 +38,8 @@ fn records(node: &Node, bucket: u32) -> String {
     format!("{}/v1/tables/t/buckets/{bucket}/records", node.url())
 }
 
-/// The node id a bucket's requests end up on, by following the redirect by hand.
+/// `None` when `via` serves the bucket itself; else the `redirected_by` of its 307 (`via`'s own
+/// node id).
 async fn owner_of(plain: &reqwest::Client, via: &Node, bucket: u32) -> Option<String> {
     let r = plain
         .get(format!(
@@ -214,4 +215,139 @@ async fn requests_for_another_nodes_bucket_are_redirected_to_it() {
         "{body}"
     );
     a.shutdown().await.unwrap();
+}
+
+/// Appends `id` to `bucket` through `node`, following redirects and retrying 503s (a bucket on
+/// the move), as a client does; returns the append's JSON answer.
+async fn append_retrying(
+    http: &reqwest::Client,
+    node: &Node,
+    bucket: u32,
+    writer: (u64, i32),
+    id: i64,
+) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = http
+            .post(records(node, bucket))
+            .header("content-type", NDJSON)
+            .header("mink-writer-id", writer.0.to_string())
+            .header("mink-sequence", writer.1.to_string())
+            .body(format!("{{\"id\":{id}}}\n"))
+            .send()
+            .await
+            .unwrap();
+        match r.status() {
+            StatusCode::OK => return r.json().await.unwrap(),
+            StatusCode::SERVICE_UNAVAILABLE if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => panic!("append {id}: {other}: {}", r.text().await.unwrap()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_moves_a_bucket_with_its_offsets_and_writer_windows() {
+    let store: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+    let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+    let a = start("a", &store, &kv).await;
+    let b = start("b", &store, &kv).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let follow = reqwest::Client::new();
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let created = follow
+        .post(format!("{}/v1/tables", a.url()))
+        .json(&json!({"name": "t", "buckets": BUCKETS,
+                      "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let mut on_a = None;
+    for bucket in 0..BUCKETS {
+        if owner_of(&plain, &a, bucket).await.is_none() {
+            on_a = Some(bucket);
+            break;
+        }
+    }
+    let bucket = on_a.expect("a owns a bucket");
+    let writer: Value = follow
+        .post(format!("{}/v1/writers", a.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let writer = writer["writer_id"].as_u64().unwrap();
+    for seq in 0..3 {
+        let r = append_retrying(&follow, &a, bucket, (writer, seq), i64::from(seq)).await;
+        assert_eq!(r["base_offset"], i64::from(seq));
+    }
+
+    // Move it to b (any node takes the request; here its owner).
+    let moved = follow
+        .post(format!("{}/v1/tables/t/buckets/{bucket}/transfer", a.url()))
+        .json(&json!({"to": "b"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), StatusCode::ACCEPTED);
+    let moved: Value = moved.json().await.unwrap();
+    assert_eq!(
+        (moved["from"].as_str(), moved["to"].as_str()),
+        (Some("a"), Some("b"))
+    );
+
+    // The writer goes on through a: redirected to b, which opened the log where a closed it.
+    let r = append_retrying(&follow, &a, bucket, (writer, 3), 3).await;
+    assert_eq!(r["base_offset"], 3, "offsets continue: {r}");
+    // Its retry of the last batch is a duplicate on b: b has a's writer windows.
+    let again = append_retrying(&follow, &b, bucket, (writer, 3), 3).await;
+    assert_eq!(again["duplicate"], true, "{again}");
+    // a redirects it now; b serves it.
+    assert_eq!(owner_of(&plain, &a, bucket).await.as_deref(), Some("a"));
+    assert_eq!(owner_of(&plain, &b, bucket).await, None);
+    // Read it all from b, response after response (one may stop where a's committed data ends).
+    let mut rows: Vec<Value> = Vec::new();
+    loop {
+        let r = follow
+            .get(format!("{}?offset={}", records(&b, bucket), rows.len()))
+            .header("accept", NDJSON)
+            .send()
+            .await
+            .unwrap();
+        let high: usize = r.headers()["mink-high-watermark"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let text = r.text().await.unwrap();
+        rows.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+        if rows.len() >= high {
+            break;
+        }
+    }
+    assert_eq!(
+        rows,
+        (0..4).map(|id| json!({ "id": id })).collect::<Vec<_>>(),
+        "every row once, at its offset"
+    );
+    // A transfer to a node that is not there is refused.
+    let refused = follow
+        .post(format!("{}/v1/tables/t/buckets/{bucket}/transfer", a.url()))
+        .json(&json!({"to": "nobody"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
 }

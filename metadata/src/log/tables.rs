@@ -17,7 +17,7 @@ use super::read::{SCAN_PAGE, decode_all, get_record};
 use crate::alloc::{IdKind, reserve_block};
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
-use crate::kv::{Compare, MetaKvExt, Op, Txn};
+use crate::kv::{CasOutcome, Compare, MetaKvExt, Op, Txn};
 use crate::records::{BucketAssignment, TableRecord};
 use crate::value::{decode, encode};
 
@@ -124,6 +124,33 @@ impl Metadata {
     /// The assignment at `key` (a key of [`keys::assignment`]), if the bucket has one.
     pub async fn assignment(&self, key: &str) -> Result<Option<BucketAssignment>> {
         Ok(get_record::<BucketAssignment>(&self.kv.get(key).await?)?.map(|(a, _)| a))
+    }
+
+    /// Assigns the bucket at `key` to `node` (a transfer), compared on the assignment as read, so
+    /// two moves racing on one bucket do not both win: the loser re-reads and tries again.
+    /// Returns the node it was assigned to before, if any.
+    pub async fn reassign(&self, key: &str, node: &str) -> Result<Option<String>> {
+        keys::check_segment("node", node)?;
+        self.retry("reassign a bucket", key, |_| async move {
+            let current = get_record::<BucketAssignment>(&self.kv.get(key).await?)?;
+            let (before, version) = match current {
+                Some((a, version)) => (Some(a.node), version),
+                None => (None, 0),
+            };
+            let record = BucketAssignment {
+                node: node.to_owned(),
+                leader: 0,
+            };
+            match self
+                .kv
+                .compare_and_swap(key, version, Some(encode(&record)))
+                .await?
+            {
+                CasOutcome::Swapped { .. } => Ok(Some(before)),
+                CasOutcome::Conflict { .. } => Ok(None),
+            }
+        })
+        .await
     }
 
     /// The assignments of every bucket, as `(key, node)`: what the routing view starts from.

@@ -108,6 +108,23 @@ impl Logs {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// The keys of the open logs.
+    pub fn open_keys(&self) -> Vec<LogKey> {
+        self.open.read().keys().cloned().collect()
+    }
+
+    /// Closes the log of `key` if it is open (writer snapshot, stream closed), so another node
+    /// can open it: the bucket moved away. Its parked readers return; requests that come after
+    /// find it gone and are routed by ownership. Returns whether it was open.
+    pub async fn release(&self, key: &LogKey) -> ApiResult<bool> {
+        let _changing = self.changes.lock().await;
+        let Some(log) = self.open.write().remove(key) else {
+            return Ok(false);
+        };
+        log.close().await?;
+        Ok(true)
+    }
+
     /// How many logs are open.
     pub fn open_count(&self) -> usize {
         self.open.read().len()

@@ -8,7 +8,9 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
+use super::extract::{BucketQuery, json_body, query};
 use crate::core::NodeCore;
+use crate::error::{ApiError, ApiResult};
 
 pub(crate) async fn cluster(State(core): State<Arc<NodeCore>>) -> Json<Value> {
     let settings = core.settings();
@@ -48,4 +50,41 @@ pub(crate) async fn cluster(State(core): State<Arc<NodeCore>>) -> Json<Value> {
         "nodes": nodes,
         "assignments": assignments,
     }))
+}
+
+/// Body of a transfer.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TransferBody {
+    to: String,
+}
+
+/// `POST /v1/tables/{t}/buckets/{b}/transfer {"to": node}`: moves the bucket to a live node. Any
+/// node takes it; 202 once the assignment is rewritten. The owner then releases the bucket (its
+/// in-flight appends finish, its writer windows are snapshotted, its stream closed) and the new
+/// node opens it on the next request; until then requests for it answer 503.
+pub(crate) async fn transfer(
+    State(core): State<Arc<NodeCore>>,
+    axum::extract::Path((table, bucket)): axum::extract::Path<(String, String)>,
+    q: Result<axum::extract::Query<BucketQuery>, axum::extract::rejection::QueryRejection>,
+    body: Result<Json<TransferBody>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<(axum::http::StatusCode, Json<Value>)> {
+    let q = query(q)?;
+    let body = json_body(body)?;
+    let info = core.catalog().get(&table).await?;
+    let bucket: u32 = bucket
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("bucket `{bucket}` is not a number")))?;
+    let key = core.log_key(&info, bucket, q.partition.as_deref().unwrap_or("default"))?;
+    let from = core.transfer(&key, &body.to).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(json!({
+            "table": key.table,
+            "partition": key.partition,
+            "bucket": key.bucket,
+            "from": from,
+            "to": body.to,
+        })),
+    ))
 }

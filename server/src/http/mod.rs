@@ -15,6 +15,7 @@
 //! | GET | `/v1/tables/{table}/buckets/{bucket}/records` | read, long-poll, SSE |
 //! | GET | `/v1/tables/{table}/buckets/{bucket}/offsets` | log start and high watermark; `?timestamp=ms` for an offset |
 //! | POST | `/v1/tables/{table}/buckets/{bucket}/trim` | `{"offset"}`: move the log start forward |
+//! | POST | `/v1/tables/{table}/buckets/{bucket}/transfer` | `{"to": node}`: move the bucket to a live node (202) |
 //!
 //! Bucket routes take `?partition=NAME` (default `default`).
 //!
@@ -125,6 +126,10 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             get(records::offsets),
         )
         .route("/tables/{table}/buckets/{bucket}/trim", post(records::trim))
+        .route(
+            "/tables/{table}/buckets/{bucket}/transfer",
+            post(cluster::transfer),
+        )
         // Innermost first: bodies are bounded before anything reads them (appends by their
         // format's limit, the rest by the JSON limit), within the budget; each request is
         // logged (method, path, status, micros) at debug level once admitted by the rate limit.

@@ -167,8 +167,10 @@ impl NodeBuilder {
             Err(e) => tracing::warn!(error = %e, "cannot list dropped tables; retrying later"),
         }
         let background = tokio::spawn(core.clone().run_background());
+        let releases = tokio::spawn(core.clone().run_releases());
         let server = http::start(core.clone()).await.map_err(|source| {
             background.abort();
+            releases.abort();
             NodeError::Listen {
                 addr: settings.listen,
                 source,
@@ -184,6 +186,7 @@ impl NodeBuilder {
         if let Err(e) = membership.register(url).await {
             server.task.abort();
             background.abort();
+            releases.abort();
             return Err(e);
         }
         if let Some(view) = &ownership {
@@ -205,6 +208,7 @@ impl NodeBuilder {
             membership: Some(membership),
             server: Some(server.task),
             background,
+            releases,
         })
     }
 }
@@ -219,6 +223,8 @@ pub struct Node {
     server: Option<JoinHandle<std::io::Result<()>>>,
     /// The core's background work (dropped-table cleanup); stops with the shutdown signal.
     background: JoinHandle<()>,
+    /// Releases buckets moved away (a cluster); stops with the shutdown signal.
+    releases: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Node {
@@ -305,6 +311,7 @@ impl Node {
         }
         // A cleanup pass in progress would race the tablets' close.
         self.background.abort();
+        self.releases.abort();
         let closed = self.core.logs().close_all().await;
         tracing::info!("tablets closed; flushing the engine");
         let flushed = self.engine.shutdown().await;
@@ -326,6 +333,7 @@ impl Node {
         }
         self.core.shutdown_signal().cancel();
         self.background.abort();
+        self.releases.abort();
         self.engine.abort();
     }
 
