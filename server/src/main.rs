@@ -1,4 +1,5 @@
-//! The `mink` binary: parses configuration and runs a node.
+//! The `mink` binary: parses configuration and runs a node (`mink serve`); `mink transfer` asks a
+//! node to move a bucket.
 //!
 //! Settings come from, in increasing precedence: built-in defaults, the TOML file given with
 //! `--config` (or `MINK_CONFIG`), then each flag or its environment variable.
@@ -28,6 +29,74 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Print the complete configuration file with every default.
     DefaultConfig,
+    /// Move a bucket to another live node of the cluster (any node takes the request).
+    Transfer(TransferArgs),
+}
+
+#[derive(Debug, Args)]
+struct TransferArgs {
+    /// The HTTP URL of any node of the cluster (http:// only, for now).
+    #[arg(long, env = "MINK_URL", default_value = "http://127.0.0.1:6465")]
+    url: String,
+    /// The table.
+    #[arg(long)]
+    table: String,
+    /// The bucket.
+    #[arg(long)]
+    bucket: u32,
+    /// The partition.
+    #[arg(long, default_value = "default")]
+    partition: String,
+    /// The node id to move the bucket to (see GET /v1/cluster).
+    #[arg(long)]
+    to: String,
+    /// A write token, when the cluster requires one.
+    #[arg(long, env = "MINK_AUTH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// `text` percent-encoded for a URL path segment or query value (RFC 3986 unreserved kept).
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `mink transfer`: prints the node's answer; fails with its error.
+async fn transfer(args: TransferArgs) -> Result<String, String> {
+    let url = format!(
+        "{}/v1/tables/{}/buckets/{}/transfer?partition={}",
+        args.url.trim_end_matches('/'),
+        escape(&args.table),
+        args.bucket,
+        escape(&args.partition)
+    );
+    let mut request = reqwest::Client::new()
+        .post(&url)
+        .json(&serde_json::json!({ "to": args.to }));
+    if let Some(token) = &args.token {
+        request = request.bearer_auth(token);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let status = response.status();
+    let body = response
+        .text()
+        .await
+        .map_err(|e| format!("reading the answer of {url}: {e}"))?;
+    if status.is_success() {
+        Ok(body)
+    } else {
+        Err(format!("{status}: {body}"))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -479,6 +548,31 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Command::Transfer(args) => {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("mink: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(transfer(args)) {
+                Ok(answer) => {
+                    #[expect(clippy::print_stdout, reason = "the node's answer is the output")]
+                    {
+                        println!("{answer}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(message) => {
+                    eprintln!("mink transfer: {message}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Serve(args) => {
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -511,7 +605,7 @@ mod tests {
         let cli = Cli::try_parse_from(["mink", "serve"].iter().chain(args)).unwrap();
         match cli.command {
             Command::Serve(args) => *args,
-            Command::DefaultConfig => unreachable!("parsed serve"),
+            Command::DefaultConfig | Command::Transfer(_) => unreachable!("parsed serve"),
         }
     }
 

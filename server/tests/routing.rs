@@ -340,6 +340,54 @@ async fn a_transfer_moves_a_bucket_with_its_offsets_and_writer_windows() {
         (0..4).map(|id| json!({ "id": id })).collect::<Vec<_>>(),
         "every row once, at its offset"
     );
+    // The CLI moves it back; a's next append serves it again.
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_mink"))
+        .args([
+            "transfer",
+            "--url",
+            &b.url(),
+            "--table",
+            "t",
+            "--to",
+            "a",
+            "--bucket",
+        ])
+        .arg(bucket.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(
+        (answer["from"].as_str(), answer["to"].as_str()),
+        (Some("b"), Some("a"))
+    );
+    let r = append_retrying(&follow, &b, bucket, (writer, 4), 4).await;
+    assert_eq!(r["base_offset"], 4, "{r}");
+    assert_eq!(owner_of(&plain, &a, bucket).await, None);
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_mink"))
+        .args([
+            "transfer",
+            "--url",
+            &b.url(),
+            "--table",
+            "t",
+            "--to",
+            "nobody",
+            "--bucket",
+        ])
+        .arg(bucket.to_string())
+        .output()
+        .unwrap();
+    assert!(!cli.status.success());
+    assert!(
+        String::from_utf8_lossy(&cli.stderr).contains("no live node"),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
     // A transfer to a node that is not there is refused.
     let refused = follow
         .post(format!("{}/v1/tables/t/buckets/{bucket}/transfer", a.url()))
