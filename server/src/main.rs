@@ -538,6 +538,16 @@ async fn serve(args: ServeArgs) -> Result<Stopped, String> {
     }
 }
 
+/// The runtime `builder` makes, with every driver on; `None` (said on stderr) when it cannot be
+/// built.
+fn runtime(mut builder: tokio::runtime::Builder) -> Option<tokio::runtime::Runtime> {
+    builder
+        .enable_all()
+        .build()
+        .map_err(|e| eprintln!("mink: cannot start the runtime: {e}"))
+        .ok()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -549,15 +559,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Transfer(args) => {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("mink: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
+            let Some(runtime) = runtime(tokio::runtime::Builder::new_current_thread()) else {
+                return ExitCode::FAILURE;
             };
             match runtime.block_on(transfer(args)) {
                 Ok(answer) => {
@@ -574,15 +577,8 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve(args) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("mink: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
+            let Some(runtime) = runtime(tokio::runtime::Builder::new_multi_thread()) else {
+                return ExitCode::FAILURE;
             };
             match runtime.block_on(serve(*args)) {
                 Ok(Stopped::Asked) => ExitCode::SUCCESS,

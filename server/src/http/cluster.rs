@@ -8,9 +8,9 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::extract::{BucketQuery, json_body, query};
+use super::extract::{BucketQuery, bucket_of, json_body, query};
 use crate::core::NodeCore;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 
 pub(crate) async fn cluster(State(core): State<Arc<NodeCore>>) -> Json<Value> {
     let settings = core.settings();
@@ -71,10 +71,7 @@ pub(crate) async fn transfer(
 ) -> ApiResult<(axum::http::StatusCode, Json<Value>)> {
     let q = query(q)?;
     let body = json_body(body)?;
-    let info = core.catalog().get(&table).await?;
-    let bucket: u32 = bucket
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("bucket `{bucket}` is not a number")))?;
+    let (info, bucket) = bucket_of(&core, &table, &bucket).await?;
     let key = core.log_key(&info, bucket, q.partition.as_deref().unwrap_or("default"))?;
     let from = core.transfer(&key, &body.to).await?;
     Ok((

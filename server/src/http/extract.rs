@@ -43,14 +43,24 @@ pub(crate) async fn bucket_log(
     partition: Option<&str>,
     redirected_by: Option<&str>,
 ) -> ApiResult<(Arc<TableInfo>, Arc<dyn BucketLog>)> {
-    let info = core.catalog().get(table).await?;
-    let bucket: u32 = bucket
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("bucket `{bucket}` is not a number")))?;
+    let (info, bucket) = bucket_of(core, table, bucket).await?;
     let log = core
         .bucket_log(&info, bucket, partition.unwrap_or("default"), redirected_by)
         .await?;
     Ok((info, log))
+}
+
+/// The table of a bucket route and the bucket's number.
+pub(crate) async fn bucket_of(
+    core: &NodeCore,
+    table: &str,
+    bucket: &str,
+) -> ApiResult<(Arc<TableInfo>, u32)> {
+    let info = core.catalog().get(table).await?;
+    let bucket: u32 = bucket
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("bucket `{bucket}` is not a number")))?;
+    Ok((info, bucket))
 }
 
 /// A duration from optional milliseconds, with a default and a cap.
