@@ -105,6 +105,15 @@ pub enum MetaError {
         /// The member holding it.
         owner: String,
     },
+    /// The member's lease ended and another member claimed its recovery: it may write nothing
+    /// more (no WAL ids are reserved for it), and must start again as a new incarnation.
+    #[error(
+        "member {member} was taken over: its lease ended and another node recovers its WAL; it must rejoin as a new incarnation"
+    )]
+    Recovered {
+        /// The member.
+        member: String,
+    },
     /// A record the operation needs does not exist.
     #[error("{what} {id} does not exist")]
     NotFound {
@@ -317,7 +326,7 @@ impl MetaError {
             | MetaError::Corrupt { .. }
             | MetaError::UnknownVersion { .. }
             | MetaError::WrongKind { .. } => ErrorKind::Corrupt,
-            MetaError::Fenced { .. } => ErrorKind::Fenced,
+            MetaError::Fenced { .. } | MetaError::Recovered { .. } => ErrorKind::Fenced,
             MetaError::StreamNotOpen { .. } | MetaError::AlreadyExists { .. } => {
                 ErrorKind::Conflict
             }

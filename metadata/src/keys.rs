@@ -15,6 +15,7 @@
 //! | `mink/broker-ids/{node}` | the node's Kafka broker id, for good (an id counter's value) |
 //! | `mink/writers/{table}/{partition}/{bucket}` | [`crate::WriterSnapshot`] |
 //! | `mink/assign/{table}/{partition}/{bucket}` | [`crate::BucketAssignment`] (`{table}` as in the writer keys) |
+//! | `mink/recovery/{member}` | [`crate::RecoveryClaim`] on a dead member's WAL |
 //!
 //! `{table}` in tablet keys (the writer snapshots here, the tablet registry of `mink-tablet`) is
 //! [`table_segment`]: the name for incarnation 0, `{name}@{n}` after, so a table created again
@@ -40,6 +41,8 @@ pub const NODES: &str = "mink/nodes/";
 pub const LEADER: &str = "mink/leader/";
 /// Prefix of bucket assignments.
 pub const ASSIGNMENTS: &str = "mink/assign/";
+/// Prefix of recovery claims.
+pub const RECOVERY: &str = "mink/recovery/";
 /// Prefix of node incarnation counters.
 pub const INCARNATIONS: &str = "mink/incarnations/";
 /// Prefix of node broker ids.
@@ -111,6 +114,11 @@ pub fn node(node: &str) -> String {
 /// Key of a bucket's assignment (`table` is the table's key segment, [`table_segment`]).
 pub fn assignment(table: &str, partition: &str, bucket: u32) -> String {
     format!("{ASSIGNMENTS}{table}/{partition}/{bucket}")
+}
+
+/// Key of the recovery claim on a member.
+pub fn recovery(member: &str) -> String {
+    format!("{RECOVERY}{member}")
 }
 
 /// Key of a writer snapshot.

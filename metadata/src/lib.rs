@@ -33,8 +33,10 @@ pub use kv::{
     MetaKvExt, Op, RedbKv, ScanPage, Txn, TxnOutcome, WatchEvent, WatchStream,
 };
 pub use lease::{LeaseSession, SessionState};
-pub use log::{CommitOutcome, CommitRequest, Metadata, MetadataOptions, WalCompacted};
+pub use log::{
+    ClaimOutcome, CommitOutcome, CommitRequest, Metadata, MetadataOptions, WalCompacted,
+};
 pub use records::{
-    BucketAssignment, NodeRecord, ObjectKind, ObjectRecord, StreamRange, StreamRecord, StreamState,
-    TableRecord, WalReservation, WriterSnapshot, is_life_of, member_id,
+    BucketAssignment, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim, StreamRange,
+    StreamRecord, StreamState, TableRecord, WalReservation, WriterSnapshot, is_life_of, member_id,
 };

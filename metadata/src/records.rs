@@ -236,6 +236,17 @@ pub struct BucketAssignment {
     pub leader: u64,
 }
 
+/// A claim on the recovery of a dead member's WAL (docs/cluster.md, "Failover"): held by the
+/// claimer's lease while it recovers, kept without one once `done`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryClaim {
+    /// The member recovering it.
+    pub claimer: String,
+    /// Whether the recovery is finished: the member's WAL is committed and retired.
+    #[serde(default)]
+    pub done: bool,
+}
+
 /// A writer-window snapshot of one bucket, taken at `offset`; the bytes are the tablet's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterSnapshot {
@@ -264,6 +275,7 @@ json_record!(StreamRecord, RecordKind::Stream);
 json_record!(WalReservation, RecordKind::WalReservation);
 json_record!(NodeRecord, RecordKind::Node);
 json_record!(BucketAssignment, RecordKind::Assignment);
+json_record!(RecoveryClaim, RecordKind::Recovery);
 
 impl MetaRecord for ObjectRecord {
     const KIND: RecordKind = RecordKind::Object;

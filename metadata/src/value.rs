@@ -50,6 +50,8 @@ pub enum RecordKind {
     IdCounter = 7,
     /// [`crate::BucketAssignment`].
     Assignment = 8,
+    /// [`crate::RecoveryClaim`].
+    Recovery = 9,
 }
 
 /// A record stored as one metadata value.

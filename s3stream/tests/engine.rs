@@ -401,6 +401,64 @@ async fn an_exclusive_engine_takes_no_stream_another_node_holds_open() {
 }
 
 #[tokio::test]
+async fn a_survivor_recovers_a_dead_members_wal_and_then_takes_its_streams() {
+    let world = World::new();
+    let open = |member: &'static str, node_id: &'static str| {
+        let world = &world;
+        async move {
+            Engine::builder()
+                .node(member)
+                .wal_storage(world.storage.clone())
+                .metadata(world.metadata().await)
+                .settings(manual())
+                .exclusive(node_id)
+                .open()
+                .await
+                .unwrap()
+        }
+    };
+    // Member a~1 appends to more streams than one metadata transaction commits, then dies
+    // with everything still in its WAL.
+    let a = open("a~1", "a").await;
+    let mut ids = Vec::new();
+    for n in 0..45 {
+        let id = a.create_stream().await.unwrap().id;
+        let stream = a.open_stream(id).await.unwrap();
+        append_n(&stream, 1 + n % 3).await;
+        ids.push((id, 2 * (1 + n % 3)));
+    }
+    a.abort();
+    drop(a);
+    let b = open("b~1", "b").await;
+    let held = b.open_stream(ids[0].0).await.unwrap_err();
+    assert!(held.to_string().contains("a~1"), "{held}");
+    let metadata = world.metadata().await;
+    assert_eq!(
+        metadata.claim_recovery("a~1", "b~1", None).await.unwrap(),
+        mink_metadata::ClaimOutcome::Claimed
+    );
+    b.recover_member("a~1").await.unwrap();
+    metadata.finish_recovery("a~1", "b~1").await.unwrap();
+    let batches: u64 = ids.iter().map(|(_, end)| end / 2).sum();
+    assert_eq!(counter(&b.metrics().recovered_batches), batches);
+    assert!(metadata.wal_reservations("a~1").await.unwrap().is_empty());
+    assert!(
+        world.storage.list("wal/a~1/").await.unwrap().is_empty(),
+        "the dead member's WAL objects are deleted"
+    );
+    // Every stream it held opens on b with every acknowledged batch at its offset.
+    for (id, end) in ids {
+        let stream = b.open_stream(id).await.unwrap();
+        assert_eq!(stream.offsets().next, end);
+        assert_eq!(read_all(&stream, 0).await, expected(0, end));
+        append_n(&stream, 1).await;
+    }
+    // Recovering again finds nothing left to do.
+    b.recover_member("a~1").await.unwrap();
+    assert_eq!(counter(&b.metrics().recovered_batches), batches);
+}
+
+#[tokio::test]
 async fn a_crash_at_each_failpoint_loses_nothing_acknowledged() {
     for (point, settings) in failpoints::ALL
         .into_iter()

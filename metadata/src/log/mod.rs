@@ -12,7 +12,8 @@
 //! objects prefix (other nodes' commits on etcd); the task stops when the `Metadata` is dropped.
 //!
 //! One file per key family, each with its key layout: `streams.rs`, `commit.rs` (objects and the
-//! commit), `wal_registry.rs`, `tables.rs`, `nodes.rs`, `writer_snapshots.rs`;
+//! commit), `wal_registry.rs`, `tables.rs`, `nodes.rs`, `recovery.rs` (claims on
+//! dead members' WALs), `writer_snapshots.rs`;
 //! `index_follower.rs` keeps the index current, and `cas.rs` holds the typed reads and the
 //! compare-and-swap retry loop they all use.
 
@@ -21,6 +22,7 @@ mod commit;
 mod index_follower;
 mod nodes;
 mod read;
+mod recovery;
 mod streams;
 mod tables;
 mod wal_registry;
@@ -37,6 +39,7 @@ use crate::index::ObjectIndex;
 use crate::kv::MetaKv;
 
 pub use commit::{CommitOutcome, CommitRequest};
+pub use recovery::ClaimOutcome;
 pub use wal_registry::WalCompacted;
 
 /// Settings of a [`Metadata`].

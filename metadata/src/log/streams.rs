@@ -63,12 +63,29 @@ impl Metadata {
     /// unless another node's member holds it open: then it fails with
     /// [`MetaError::StreamHeld`] and changes nothing (docs/cluster.md, "taking a stream"). A
     /// stream held by an earlier life of `node_id` is taken: that life's WAL was recovered
-    /// before this one opened anything.
+    /// before this one opened anything; so is one held by a member whose recovery is done.
     pub async fn open_stream_exclusive(
         &self,
         id: u64,
         node: &str,
         node_id: &str,
+    ) -> Result<StreamRecord> {
+        match self.open_stream_unless_held(id, node, node_id, None).await {
+            // A dead member whose recovery is done holds nothing any more.
+            Err(MetaError::StreamHeld { owner, .. }) if self.recovered(&owner).await? => {
+                self.open_stream_unless_held(id, node, node_id, Some(&owner))
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn open_stream_unless_held(
+        &self,
+        id: u64,
+        node: &str,
+        node_id: &str,
+        recovered: Option<&str>,
     ) -> Result<StreamRecord> {
         self.update_stream(id, |s| {
             if s.state == StreamState::Deleted {
@@ -81,6 +98,7 @@ impl Metadata {
                 && let Some(owner) = &s.owner
                 && owner != node
                 && !crate::records::is_life_of(owner, node_id)
+                && Some(owner.as_str()) != recovered
             {
                 return Err(MetaError::StreamHeld {
                     stream_id: id,

@@ -15,9 +15,9 @@ use futures::future::try_join_all;
 
 use super::Metadata;
 use super::read::{SCAN_PAGE, decode_all};
-use crate::error::Result;
+use crate::error::{MetaError, Result};
 use crate::keys;
-use crate::kv::{Compare, KeyValue, MetaKvExt, Op};
+use crate::kv::{Compare, KeyValue, MetaKvExt, Op, Txn};
 use crate::records::WalReservation;
 use crate::value::{decode, encode};
 
@@ -33,6 +33,7 @@ pub struct WalCompacted {
 impl Metadata {
     /// Reserves `count` object ids for `node`'s WAL objects and registers them, so recovery finds
     /// them. One call per block of WAL uploads. The ids are registered before they are returned.
+    /// Fails with [`MetaError::Recovered`] once another member claimed `node`'s recovery.
     pub async fn reserve_wal_ids(&self, node: &str, count: u64) -> Result<Range<u64>> {
         keys::check_segment("node", node)?;
         let ids = self.object_ids.reserve(count).await?;
@@ -41,9 +42,20 @@ impl Metadata {
             first_id: ids.start,
             end_id: ids.end,
         };
-        self.kv
-            .put(&keys::wal(node, ids.start), encode(&reservation))
+        // Never once the node's member is claimed for recovery: what the claimer replays is
+        // then all it will ever have written.
+        let outcome = self
+            .kv
+            .txn(Txn {
+                compares: vec![Compare::absent(keys::recovery(node))],
+                on_success: vec![Op::put(keys::wal(node, ids.start), encode(&reservation))],
+            })
             .await?;
+        if !outcome.succeeded {
+            return Err(MetaError::Recovered {
+                member: node.to_owned(),
+            });
+        }
         Ok(ids)
     }
 

@@ -372,6 +372,29 @@ impl Engine {
         })
     }
 
+    /// Recovers the WAL of `member`, another member of the cluster whose lease is gone and whose
+    /// recovery this node has claimed (docs/cluster.md, "Failover"): for each stream it held
+    /// open, the records of its epoch that continue its committed end are committed, the
+    /// member's WAL ids retired and its replayed WAL objects deleted. Streams open here are not
+    /// touched (the member cannot have held them). Running it again after a failure half-way
+    /// commits what is left.
+    pub async fn recover_member(&self, member: &str) -> Result<()> {
+        let shared = &self.shared;
+        // Serialised with compaction, whose commits touch the same object index.
+        let _round = shared.compaction_lock.lock().await;
+        recovery::recover(
+            member,
+            &shared.wal_storage,
+            &shared.data_storage,
+            &shared.metadata,
+            &shared.settings,
+            &wal::node_prefix(&shared.settings.wal_prefix, member),
+            &shared.failpoints,
+            &shared.metrics,
+        )
+        .await
+    }
+
     /// Compacts everything durable now, instead of waiting for the compactor's next round.
     pub async fn compact_now(&self) -> Result<()> {
         compaction::compact(&self.shared).await

@@ -1,12 +1,15 @@
-//! Recovery at engine open: replays this node's WAL and commits what it must keep.
+//! Recovery: replays a member's WAL and commits what it must keep. At engine open, of this node
+//! (and its earlier lives); while running, of a dead member whose recovery this node claimed
+//! ([`Engine::recover_member`](super::Engine::recover_member)).
 //!
 //! For each stream found in the WAL, the records kept are those of the stream's current epoch
 //! (older epochs were recovered when the stream was last opened, and a record of an older epoch
 //! could only come from a fenced owner) that continue the committed end without a gap, in offset
 //! order. A gap means an upload never landed; nothing after it was acknowledged, so the rest is
 //! dropped. Streams that are closed or deleted are skipped: close commits everything first.
-//! Everything kept is committed into objects in one transaction that also retires every
-//! registered WAL id of the node; the replayed WAL objects are deleted afterwards.
+//! Everything kept is committed into objects, a chunk of streams per transaction, the last of
+//! which also retires every registered WAL id of the member; the replayed WAL objects are
+//! deleted afterwards.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +26,10 @@ use crate::failpoints::Failpoints;
 use crate::storage::ObjectStorage;
 use crate::wal::WalRecord;
 use crate::wal::replay::replay;
+
+/// Streams committed per metadata transaction: each costs a compare and a write (plus its
+/// objects), within etcd's default limit of 128 operations per transaction.
+const STREAMS_PER_COMMIT: usize = 40;
 
 #[expect(
     clippy::too_many_arguments,
@@ -110,7 +117,19 @@ pub(crate) async fn recover(
         node: node.to_owned(),
         below,
     };
-    commit_parts(&context, parts, Some(retire)).await?;
+    // Within etcd's limit on operations per transaction: a chunk of streams per commit, each
+    // with its own objects, and the WAL ids retired with the last. A crash between two commits
+    // leaves the WAL registered; the next recovery skips what is already committed.
+    let mut chunks: Vec<Vec<Part>> = Vec::new();
+    let mut parts = parts.into_iter().peekable();
+    while parts.peek().is_some() {
+        chunks.push(parts.by_ref().take(STREAMS_PER_COMMIT).collect());
+    }
+    let last = chunks.pop().unwrap_or_default();
+    for chunk in chunks {
+        commit_parts(&context, chunk, None).await?;
+    }
+    commit_parts(&context, last, Some(retire)).await?;
     let ids: Vec<u64> = replayed.objects.iter().map(|o| o.id).collect();
     delete_wal_objects(wal_storage, wal_prefix, &ids, metrics).await;
     Ok(())

@@ -14,6 +14,7 @@ mod ids;
 mod index;
 mod kv;
 mod records;
+mod recovery;
 mod streams;
 
 use streams::object;
@@ -31,6 +32,7 @@ use records::{
     node_registrations_follow_their_lease, tables_and_schema_versions,
     wal_registry_finds_uncompacted_wal_objects, writer_snapshots_round_trip,
 };
+use recovery::recovery_is_claimed_once_after_the_member_is_gone;
 use streams::{
     commit_adds_removes_advances_and_indexes, open_stream_fences_the_previous_epoch,
     rejected_commits_change_nothing, trim_moves_the_start_forward_only,
@@ -114,6 +116,7 @@ conformance!(
     tables_and_schema_versions,
     node_registrations_follow_their_lease,
     wal_registry_finds_uncompacted_wal_objects,
+    recovery_is_claimed_once_after_the_member_is_gone,
     index_is_rebuilt_on_open_and_follows_other_writers,
 );
 
