@@ -34,7 +34,8 @@ pub use kv::{
 };
 pub use lease::{LeaseSession, SessionState};
 pub use log::{
-    ClaimOutcome, CommitOutcome, CommitRequest, Metadata, MetadataOptions, WalCompacted,
+    AssignmentMove, ClaimOutcome, CommitOutcome, CommitRequest, Metadata, MetadataOptions,
+    WalCompacted,
 };
 pub use records::{
     BucketAssignment, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim, StreamRange,

@@ -137,6 +137,11 @@ impl NodeCore {
         &self.metrics
     }
 
+    /// The metadata log.
+    pub fn metadata(&self) -> &Arc<Metadata> {
+        &self.metadata
+    }
+
     /// The stream engine.
     pub fn engine(&self) -> &Engine {
         &self.engine

@@ -106,7 +106,7 @@ async fn each_start_is_a_new_life_registered_under_its_lease() {
     }
 
     // a crashes: its registration stays until its lease expires, and the next life of a waits
-    // for that before it recovers a's WAL under its own new prefix.
+    // for that before it writes under its own new prefix.
     a.abort();
     let restarted = Instant::now();
     let a2 = start("a", &store, &kv).await.unwrap();
@@ -116,7 +116,10 @@ async fn each_start_is_a_new_life_registered_under_its_lease() {
         "the new life started {waited:?} after the crash, before the old lease could expire"
     );
     assert_eq!(a2.membership().unwrap().member(), "a~2");
-    assert_eq!(a2.membership().unwrap().earlier(), ["a~1"]);
+    // a~1 is recovered once: by b (which saw it die; its leader moved a's bucket to b) or by a's
+    // next life at its start, whichever claimed it first.
+    assert!(meta.recovered("a~1").await.unwrap());
+    assert!(a2.membership().unwrap().earlier().len() <= 1);
     assert_eq!(
         a2.membership().unwrap().broker_id(),
         a_record.broker_id,

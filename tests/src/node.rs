@@ -126,6 +126,13 @@ impl NodeProcess {
         }
     }
 
+    /// The exit status, once the process has exited by itself (reaped then).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(status)
+    }
+
     /// The running process's id.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -40,6 +40,7 @@ use crate::kv::MetaKv;
 
 pub use commit::{CommitOutcome, CommitRequest};
 pub use recovery::ClaimOutcome;
+pub use tables::AssignmentMove;
 pub use wal_registry::WalCompacted;
 
 /// Settings of a [`Metadata`].

@@ -66,7 +66,8 @@ impl Metadata {
         let (node, incarnation) = split_member(member);
         keys::check_segment("node", node)?;
         let node_key = keys::node(node);
-        self.retry("claim a recovery", &key, |_| {
+        let key_ref = key.clone();
+        self.retry("claim a recovery", &key_ref, move |_| {
             let key = key.clone();
             let node_key = node_key.clone();
             async move {

@@ -21,6 +21,18 @@ use crate::kv::{CasOutcome, Compare, MetaKvExt, Op, Txn};
 use crate::records::{BucketAssignment, TableRecord};
 use crate::value::{decode, encode};
 
+/// One decision of the leader: the assignment at `key`, read at `version`, goes to `to` (or is
+/// deleted, with `None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssignmentMove {
+    /// The assignment key.
+    pub key: String,
+    /// Its version as read.
+    pub version: u64,
+    /// The node it goes to; `None` deletes it.
+    pub to: Option<String>,
+}
+
 impl Metadata {
     /// A fresh incarnation for a table about to be created: never 0 (the incarnation of tables
     /// created before incarnations) and never handed out twice on this store.
@@ -153,17 +165,67 @@ impl Metadata {
         .await
     }
 
-    /// The assignments of every bucket, as `(key, node)`: what the routing view starts from.
-    pub async fn assignments(&self) -> Result<Vec<(String, BucketAssignment)>> {
+    /// The assignments of every bucket with their versions, for the leader's fenced rewrites.
+    pub async fn assignments_versioned(&self) -> Result<Vec<(String, BucketAssignment, u64)>> {
         let all = self.kv.scan_all(keys::ASSIGNMENTS, SCAN_PAGE).await?;
         all.iter()
             .map(|kv| {
                 Ok((
                     kv.key.clone(),
                     decode::<BucketAssignment>(&kv.key, &kv.value)?,
+                    kv.version,
                 ))
             })
             .collect()
+    }
+
+    /// The leader's decisions, in one transaction: each move compares its assignment's version
+    /// as the leader read it, and all compare `fence` (the leader's candidacy, [`crate::Election::fence`]),
+    /// so a deposed leader or a concurrent transfer makes the whole batch fail (returns `false`,
+    /// nothing written). A move to `None` deletes the assignment (a dropped table's). Callers
+    /// keep a batch within the store's limits (etcd: 128 operations).
+    pub async fn assign_as_leader(
+        &self,
+        moves: &[AssignmentMove],
+        fence: crate::kv::Compare,
+        revision: u64,
+    ) -> Result<bool> {
+        let mut compares = vec![fence];
+        let mut ops = Vec::with_capacity(moves.len());
+        for m in moves {
+            compares.push(Compare::version(m.key.clone(), m.version));
+            ops.push(match &m.to {
+                Some(node) => {
+                    keys::check_segment("node", node)?;
+                    Op::put(
+                        m.key.clone(),
+                        encode(&BucketAssignment {
+                            node: node.clone(),
+                            leader: revision,
+                        }),
+                    )
+                }
+                None => Op::delete(m.key.clone()),
+            });
+        }
+        let outcome = self
+            .kv
+            .txn(Txn {
+                compares,
+                on_success: ops,
+            })
+            .await?;
+        Ok(outcome.succeeded)
+    }
+
+    /// The assignments of every bucket, as `(key, node)`: what the routing view starts from.
+    pub async fn assignments(&self) -> Result<Vec<(String, BucketAssignment)>> {
+        Ok(self
+            .assignments_versioned()
+            .await?
+            .into_iter()
+            .map(|(key, a, _)| (key, a))
+            .collect())
     }
 
     /// Reads a table.

@@ -51,15 +51,72 @@ pub(crate) async fn recover(
     };
     let ranges: Vec<_> = reservations.iter().map(|r| r.first_id..r.end_id).collect();
     let replayed = replay(wal_storage, wal_prefix, &ranges).await?;
+    // The stream records first, so no reference into the replayed objects is held across an
+    // await (which keeps the future `Send` for a task that recovers another member).
+    let mut ids: Vec<u64> = replayed
+        .objects
+        .iter()
+        .flat_map(|o| o.records.iter().map(|r| r.stream_id))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut streams = BTreeMap::new();
+    for id in ids {
+        if let Some(stream) = metadata.get_stream(id).await? {
+            streams.insert(id, stream);
+        }
+    }
+    let parts = keep(&replayed.objects, &streams, metrics);
+    tracing::info!(
+        node,
+        wal_objects = replayed.objects.len(),
+        streams = parts.len(),
+        "recovering the WAL"
+    );
+    let context = CommitContext {
+        data_storage,
+        metadata,
+        settings,
+        failpoints,
+        metrics,
+    };
+    let retire = WalCompacted {
+        node: node.to_owned(),
+        below,
+    };
+    // Within etcd's limit on operations per transaction: a chunk of streams per commit, each
+    // with its own objects, and the WAL ids retired with the last. A crash between two commits
+    // leaves the WAL registered; the next recovery skips what is already committed.
+    let mut chunks: Vec<Vec<Part>> = Vec::new();
+    let mut parts = parts.into_iter().peekable();
+    while parts.peek().is_some() {
+        chunks.push(parts.by_ref().take(STREAMS_PER_COMMIT).collect());
+    }
+    let last = chunks.pop().unwrap_or_default();
+    for chunk in chunks {
+        commit_parts(&context, chunk, None).await?;
+    }
+    commit_parts(&context, last, Some(retire)).await?;
+    let ids: Vec<u64> = replayed.objects.iter().map(|o| o.id).collect();
+    delete_wal_objects(wal_storage, wal_prefix, &ids, metrics).await;
+    Ok(())
+}
+
+/// For each open stream, the records of its epoch that continue its committed end without a gap.
+fn keep(
+    objects: &[crate::wal::replay::ReplayedObject],
+    streams: &BTreeMap<u64, mink_metadata::StreamRecord>,
+    metrics: &EngineMetrics,
+) -> Vec<Part> {
     let mut per_stream: BTreeMap<u64, Vec<&WalRecord>> = BTreeMap::new();
-    for object in &replayed.objects {
+    for object in objects {
         for record in &object.records {
             per_stream.entry(record.stream_id).or_default().push(record);
         }
     }
     let mut parts = Vec::new();
     for (stream_id, mut records) in per_stream {
-        let Some(stream) = metadata.get_stream(stream_id).await? else {
+        let Some(stream) = streams.get(&stream_id) else {
             continue;
         };
         if stream.state != StreamState::Open {
@@ -100,37 +157,5 @@ pub(crate) async fn recover(
             });
         }
     }
-    tracing::info!(
-        node,
-        wal_objects = replayed.objects.len(),
-        streams = parts.len(),
-        "recovering the WAL"
-    );
-    let context = CommitContext {
-        data_storage,
-        metadata,
-        settings,
-        failpoints,
-        metrics,
-    };
-    let retire = WalCompacted {
-        node: node.to_owned(),
-        below,
-    };
-    // Within etcd's limit on operations per transaction: a chunk of streams per commit, each
-    // with its own objects, and the WAL ids retired with the last. A crash between two commits
-    // leaves the WAL registered; the next recovery skips what is already committed.
-    let mut chunks: Vec<Vec<Part>> = Vec::new();
-    let mut parts = parts.into_iter().peekable();
-    while parts.peek().is_some() {
-        chunks.push(parts.by_ref().take(STREAMS_PER_COMMIT).collect());
-    }
-    let last = chunks.pop().unwrap_or_default();
-    for chunk in chunks {
-        commit_parts(&context, chunk, None).await?;
-    }
-    commit_parts(&context, last, Some(retire)).await?;
-    let ids: Vec<u64> = replayed.objects.iter().map(|o| o.id).collect();
-    delete_wal_objects(wal_storage, wal_prefix, &ids, metrics).await;
-    Ok(())
+    parts
 }

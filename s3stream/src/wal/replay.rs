@@ -72,12 +72,17 @@ pub async fn replay(
     prefix: &str,
     ranges: &[Range<u64>],
 ) -> Result<Replay, ReplayError> {
-    let ids = ranges.iter().flat_map(|r| r.clone());
+    // Owned ids, storage and prefix: the stream borrows nothing, so a spawned recovery's
+    // future is `Send` (borrowing closures inside it defeat the compiler's proof).
+    let ids: Vec<u64> = ranges.iter().flat_map(|r| r.clone()).collect();
+    let storage = Arc::clone(storage);
+    let prefix = prefix.to_owned();
     let mut reads = futures::stream::iter(ids)
-        .map(|id| {
-            let key = WalWriter::object_key(prefix, id);
+        .map(move |id| {
+            let storage = Arc::clone(&storage);
+            let key = WalWriter::object_key(&prefix, id);
             async move {
-                let object = read(storage, &key).await;
+                let object = read(&storage, &key).await;
                 (id, key, object)
             }
         })

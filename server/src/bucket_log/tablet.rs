@@ -7,13 +7,16 @@ use std::time::Duration;
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use bytes::Bytes;
+use mink_metadata::MetaError;
 use mink_runtime::{Clock, SystemClock};
+use mink_s3stream::StreamError;
 use mink_s3stream::engine::Engine;
 use mink_tablet::{Columns, ErrorKind, Isolation, Schemas, Tablet, TabletId, TabletSettings};
 use tokio_util::sync::CancellationToken;
 
 use super::{AppendOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
 use crate::catalog::{TableInfo, TableSchemas};
+use crate::cluster::Suspects;
 use crate::error::{ApiError, ApiResult};
 
 impl Schemas for TableSchemas {
@@ -28,6 +31,8 @@ pub struct TabletProvider {
     engine: Engine,
     settings: TabletSettings,
     clock: Arc<dyn Clock>,
+    /// Where members found holding a stream are reported, in a cluster.
+    suspects: Option<Suspects>,
 }
 
 impl TabletProvider {
@@ -37,7 +42,15 @@ impl TabletProvider {
             engine,
             settings,
             clock: Arc::new(SystemClock),
+            suspects: None,
         }
+    }
+
+    /// Reports to `suspects` each member found holding a stream this node could not open (it
+    /// may be dead and not yet recovered: failover looks at it).
+    pub fn with_suspects(mut self, suspects: Suspects) -> Self {
+        self.suspects = Some(suspects);
+        self
     }
 
     /// The clock the tablets stamp commit timestamps and judge writer idleness with.
@@ -45,6 +58,20 @@ impl TabletProvider {
         self.clock = clock;
         self
     }
+}
+
+/// The member holding the stream open, when that is why a tablet could not open.
+fn held_by(error: &mink_tablet::TabletError) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(StreamError::Metadata(meta)) = e.downcast_ref::<StreamError>()
+            && let MetaError::StreamHeld { owner, .. } = meta.as_ref()
+        {
+            return Some(owner.clone());
+        }
+        cause = e.source();
+    }
+    None
 }
 
 fn tablet_id(key: &LogKey) -> TabletId {
@@ -68,7 +95,21 @@ impl LogProvider for TabletProvider {
                 ErrorKind::NotFound => ApiError::TableNotFound {
                     table: key.table.clone(),
                 },
-                _ => ApiError::from(e),
+                _ => match held_by(&e) {
+                    // Another member holds the stream open: it is closing it (a transfer), or it
+                    // is dead and not yet recovered (a failover).
+                    Some(owner) => {
+                        if let Some(suspects) = &self.suspects {
+                            suspects.report(&owner);
+                        }
+                        ApiError::BucketUnavailable {
+                            message: format!(
+                                "bucket {key} is still open on {owner}; it opens here once {owner} closes it or is recovered"
+                            ),
+                        }
+                    }
+                    None => ApiError::from(e),
+                },
             })?;
         tracing::info!(log = %key, stream = tablet.stream_id(), "tablet opened");
         Ok(Arc::new(TabletLog {

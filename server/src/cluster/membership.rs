@@ -1,16 +1,18 @@
 //! [`Membership`]: which life of the node this is, and the lease that keeps it a member.
 //!
 //! Joining, in order: the next incarnation of the node id (so this life is a new member, with its
-//! own WAL prefix), the node id's broker id, a lease session (on a store with leases), and, when
-//! an earlier life of the same node id is still registered, a wait until its lease is gone (it
-//! might still be acknowledging appends until then). The earlier lives' WALs are then recovered
-//! by the engine at open, before this life writes anything. Registering (the node record with the
-//! advertised address) comes once the API listens.
+//! own WAL prefix), the node id's broker id, a lease session (on a store with leases), when an
+//! earlier life of the same node id is still registered a wait until its lease is gone (it might
+//! still be acknowledging appends until then), the registration (without an address yet), and a
+//! recovery claim on each earlier life that left a WAL. The engine recovers those at open,
+//! before this life writes anything. The advertised address is added once the API listens.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use mink_metadata::{LeaseSession, MetaError, MetaKv, Metadata, NodeRecord, is_life_of, member_id};
+use mink_metadata::{
+    ClaimOutcome, LeaseSession, MetaError, MetaKv, Metadata, NodeRecord, is_life_of, member_id,
+};
 use mink_runtime::SystemClock;
 use mink_s3stream::wal::AckFence;
 
@@ -58,12 +60,6 @@ impl Membership {
             wait_for_earlier_lives(&metadata, &node_id, incarnation, session.ttl()).await?;
         }
         let member = member_id(&node_id, incarnation);
-        let earlier = metadata
-            .wal_nodes()
-            .await?
-            .into_iter()
-            .filter(|owner| is_life_of(owner, &node_id) && *owner != member)
-            .collect();
         let record = NodeRecord {
             node_id,
             incarnation,
@@ -75,6 +71,25 @@ impl Membership {
             started_at_ms: metadata.clock().now_ms_unsigned(),
             draining: false,
         };
+        // Registered before the engine opens, so for as long as this life may write WAL objects
+        // it is registered, and a survivor that finds it unregistered knows its lease is gone
+        // (docs/cluster.md, "Failover"). No address yet: routes to it are unavailable until
+        // [`Membership::advertise`].
+        match &session {
+            Some(_) => match metadata.register_node(&record).await {
+                Ok(()) => {}
+                Err(MetaError::AlreadyExists { .. }) => {
+                    return Err(NodeError::NodeIdInUse {
+                        node_id: record.node_id.clone(),
+                        member: "another process".to_owned(),
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            },
+            None => metadata.replace_node(&record).await?,
+        }
+        let lease = session.as_ref().map(|s| s.id());
+        let earlier = claim_earlier_lives(&metadata, &record.node_id, &member, lease).await?;
         tracing::info!(
             member = %record.member(),
             broker_id,
@@ -122,15 +137,19 @@ impl Membership {
         self.session.as_ref()
     }
 
-    /// Writes the registration, advertising `http_url`. Without a lease (one node on its own
-    /// store), a registration a crash left behind is replaced.
-    pub async fn register(&mut self, http_url: String) -> Result<(), NodeError> {
-        self.record.http_url = http_url;
-        if self.session.is_some() {
-            self.metadata.register_node(&self.record).await?;
-        } else {
-            self.metadata.replace_node(&self.record).await?;
+    /// Marks the recoveries of the earlier lives done, once the engine has recovered them.
+    pub async fn finish_earlier(&self) -> Result<(), NodeError> {
+        let member = self.member();
+        for earlier in &self.earlier {
+            self.metadata.finish_recovery(earlier, &member).await?;
         }
+        Ok(())
+    }
+
+    /// Advertises `http_url` in the registration: other nodes redirect here from now on.
+    pub async fn advertise(&mut self, http_url: String) -> Result<(), NodeError> {
+        self.record.http_url = http_url;
+        self.metadata.update_node(&self.record).await?;
         tracing::info!(member = %self.member(), url = %self.record.http_url, "registered");
         Ok(())
     }
@@ -205,6 +224,57 @@ async fn wait_for_earlier_lives(
         }
         tokio::time::sleep(EARLIER_LIFE_POLL).await;
     }
+}
+
+/// How long a joining node waits for another node's recovery of one of its earlier lives.
+const EARLIER_RECOVERY_WAIT: Duration = Duration::from_secs(120);
+
+/// Claims the recovery of every earlier life of `node_id` that left WAL reservations, for this
+/// life (`member`): returns those this life recovers at engine open. An earlier life another node
+/// is recovering (it found it dead first) is waited for; one already recovered is skipped.
+async fn claim_earlier_lives(
+    metadata: &Metadata,
+    node_id: &str,
+    member: &str,
+    lease: Option<mink_metadata::LeaseId>,
+) -> Result<Vec<String>, NodeError> {
+    let mut mine = Vec::new();
+    let earlier: Vec<String> = metadata
+        .wal_nodes()
+        .await?
+        .into_iter()
+        .filter(|owner| is_life_of(owner, node_id) && owner != member)
+        .collect();
+    for life in earlier {
+        let give_up = tokio::time::Instant::now() + EARLIER_RECOVERY_WAIT;
+        loop {
+            match metadata.claim_recovery(&life, member, lease).await? {
+                ClaimOutcome::Claimed => {
+                    mine.push(life);
+                    break;
+                }
+                ClaimOutcome::Done => break,
+                ClaimOutcome::Alive => {
+                    return Err(NodeError::NodeIdInUse {
+                        node_id: node_id.to_owned(),
+                        member: life,
+                    });
+                }
+                ClaimOutcome::Held { by } => {
+                    if tokio::time::Instant::now() >= give_up {
+                        return Err(NodeError::Settings {
+                            message: format!(
+                                "node {by} has been recovering this node's earlier life {life} for over {EARLIER_RECOVERY_WAIT:?}; start again once it is done"
+                            ),
+                        });
+                    }
+                    tracing::info!(earlier = %life, by = %by, "an earlier life is being recovered by another node; waiting");
+                    tokio::time::sleep(EARLIER_LIFE_POLL * 5).await;
+                }
+            }
+        }
+    }
+    Ok(mine)
 }
 
 /// The acknowledgement rule over a lease session: a PUT is acknowledged only if its success

@@ -15,6 +15,7 @@ use mink_metadata::value::decode;
 use mink_metadata::{BucketAssignment, MetaKv, Metadata, NodeRecord, WatchEvent, keys};
 use mink_runtime::Backoff;
 use parking_lot::RwLock;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::bucket_log::LogKey;
@@ -44,12 +45,25 @@ struct State {
     assignments: HashMap<String, String>,
     /// Live registrations, by node id.
     nodes: HashMap<String, NodeRecord>,
+    /// Members whose registration went (or was replaced by a later life), not yet taken by
+    /// failover.
+    departed: Vec<String>,
+}
+
+/// What wakes the view's followers.
+#[derive(Debug, Default)]
+struct Signals {
+    /// A member's registration went.
+    departure: Notify,
+    /// Anything changed (an assignment, a registration).
+    change: Notify,
 }
 
 /// The local view of ownership; see the module doc.
 pub struct OwnershipView {
     me: String,
     state: Arc<RwLock<State>>,
+    signals: Arc<Signals>,
     metadata: Arc<Metadata>,
     task: JoinHandle<()>,
 }
@@ -88,17 +102,20 @@ impl OwnershipView {
         kv: Arc<dyn MetaKv>,
     ) -> mink_metadata::Result<Self> {
         let state = Arc::new(RwLock::new(State::default()));
+        let signals = Arc::new(Signals::default());
         let watches = open_watches(&kv).await?;
-        rescan(&metadata, &state).await?;
+        rescan(&metadata, &state, &signals).await?;
         let task = tokio::spawn(follow(
             kv,
             Arc::clone(&metadata),
             Arc::clone(&state),
+            Arc::clone(&signals),
             watches,
         ));
         Ok(OwnershipView {
             me,
             state,
+            signals,
             metadata,
             task,
         })
@@ -155,6 +172,23 @@ impl OwnershipView {
         all
     }
 
+    /// The members whose registration went since the last call (for failover).
+    pub fn take_departed(&self) -> Vec<String> {
+        std::mem::take(&mut self.state.write().departed)
+    }
+
+    /// Resolves when a member's registration goes.
+    pub fn departure(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let signals = Arc::clone(&self.signals);
+        async move { signals.departure.notified().await }
+    }
+
+    /// Resolves at the next change the view sees (an assignment or a registration).
+    pub fn changed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let signals = Arc::clone(&self.signals);
+        async move { signals.change.notified().await }
+    }
+
     /// Records assignments this node has just written, before the watch brings them back.
     pub fn assigned(&self, assignments: impl IntoIterator<Item = (String, String)>) {
         self.state.write().assignments.extend(assignments);
@@ -196,7 +230,11 @@ async fn open_watches(kv: &Arc<dyn MetaKv>) -> mink_metadata::Result<Watches> {
 }
 
 /// Reads both families whole into `state`.
-async fn rescan(metadata: &Metadata, state: &RwLock<State>) -> mink_metadata::Result<()> {
+async fn rescan(
+    metadata: &Metadata,
+    state: &RwLock<State>,
+    signals: &Signals,
+) -> mink_metadata::Result<()> {
     let assignments: HashMap<String, String> = metadata
         .assignments()
         .await?
@@ -210,8 +248,22 @@ async fn rescan(metadata: &Metadata, state: &RwLock<State>) -> mink_metadata::Re
         .map(|n| (n.node_id.clone(), n))
         .collect();
     let mut state = state.write();
+    let gone: Vec<String> = state
+        .nodes
+        .values()
+        .filter(|n| {
+            nodes
+                .get(&n.node_id)
+                .is_none_or(|now| now.incarnation != n.incarnation)
+        })
+        .map(NodeRecord::member)
+        .collect();
+    state.departed.extend(gone);
     state.assignments = assignments;
     state.nodes = nodes;
+    drop(state);
+    signals.departure.notify_one();
+    signals.change.notify_waiters();
     Ok(())
 }
 
@@ -220,6 +272,7 @@ async fn follow(
     kv: Arc<dyn MetaKv>,
     metadata: Arc<Metadata>,
     state: Arc<RwLock<State>>,
+    signals: Arc<Signals>,
     mut watches: Watches,
 ) {
     let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
@@ -230,7 +283,7 @@ async fn follow(
                 e = watches.1.next() => e,
             };
             match event {
-                Some(Ok(event)) => apply(&state, event),
+                Some(Ok(event)) => apply(&state, &signals, event),
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "ownership watch broke; scanning again");
                     break;
@@ -241,7 +294,7 @@ async fn follow(
         let mut delays = backoff.delays();
         loop {
             let reopened = match open_watches(&kv).await {
-                Ok(w) => rescan(&metadata, &state).await.map(|()| w),
+                Ok(w) => rescan(&metadata, &state, &signals).await.map(|()| w),
                 Err(e) => Err(e),
             };
             match reopened {
@@ -258,7 +311,8 @@ async fn follow(
     }
 }
 
-fn apply(state: &RwLock<State>, event: WatchEvent) {
+fn apply(state: &RwLock<State>, signals: &Signals, event: WatchEvent) {
+    let mut departed = false;
     match event {
         WatchEvent::Put(kv) if kv.key.starts_with(keys::ASSIGNMENTS) => {
             match decode::<BucketAssignment>(&kv.key, &kv.value) {
@@ -270,7 +324,14 @@ fn apply(state: &RwLock<State>, event: WatchEvent) {
         }
         WatchEvent::Put(kv) => match decode::<NodeRecord>(&kv.key, &kv.value) {
             Ok(n) => {
-                state.write().nodes.insert(n.node_id.clone(), n);
+                let mut state = state.write();
+                if let Some(before) = state.nodes.insert(n.node_id.clone(), n)
+                    && let Some(now) = state.nodes.get(&before.node_id)
+                    && now.incarnation != before.incarnation
+                {
+                    state.departed.push(before.member());
+                    departed = true;
+                }
             }
             Err(e) => tracing::warn!(key = %kv.key, error = %e, "unreadable node record"),
         },
@@ -278,9 +339,17 @@ fn apply(state: &RwLock<State>, event: WatchEvent) {
             let mut state = state.write();
             if key.starts_with(keys::ASSIGNMENTS) {
                 state.assignments.remove(&key);
-            } else if let Some(node) = key.strip_prefix(keys::NODES) {
-                state.nodes.remove(node);
+            } else if let Some(node) = key.strip_prefix(keys::NODES)
+                && let Some(before) = state.nodes.remove(node)
+            {
+                tracing::info!(member = %before.member(), "a node left the cluster");
+                state.departed.push(before.member());
+                departed = true;
             }
         }
     }
+    if departed {
+        signals.departure.notify_one();
+    }
+    signals.change.notify_waiters();
 }

@@ -27,7 +27,7 @@ use mink_tablet::TabletSettings;
 use tokio::task::JoinHandle;
 
 use crate::bucket_log::{LogProvider, TabletProvider};
-use crate::cluster::{Membership, OwnershipView};
+use crate::cluster::{Failover, Leader, Membership, OwnershipView, Suspects};
 use crate::core::NodeCore;
 use crate::http;
 use crate::settings::Settings;
@@ -132,7 +132,8 @@ impl NodeBuilder {
         // In a cluster (a store with leases), requests are routed by the watched ownership.
         let ownership = match membership.session() {
             Some(_) => Some(Arc::new(
-                OwnershipView::start(settings.node_id.clone(), metadata.clone(), kv).await?,
+                OwnershipView::start(settings.node_id.clone(), metadata.clone(), kv.clone())
+                    .await?,
             )),
             None => None,
         };
@@ -152,9 +153,14 @@ impl NodeBuilder {
             engine = engine.ack_fence(fence).exclusive(settings.node_id.clone());
         }
         let engine = engine.open().await?;
-        let provider: Arc<dyn LogProvider> = Arc::new(
-            TabletProvider::new(engine.clone(), settings.tablet.clone()).with_clock(clock),
-        );
+        membership.finish_earlier().await?;
+        let suspects = Suspects::default();
+        let mut provider =
+            TabletProvider::new(engine.clone(), settings.tablet.clone()).with_clock(clock);
+        if ownership.is_some() {
+            provider = provider.with_suspects(suspects.clone());
+        }
+        let provider: Arc<dyn LogProvider> = Arc::new(provider);
         let core = Arc::new(
             NodeCore::new(settings.clone(), auth, metadata, engine.clone(), provider)
                 .with_lease(membership.session().cloned())
@@ -183,14 +189,37 @@ impl NodeBuilder {
             .advertise_http
             .clone()
             .unwrap_or_else(|| format!("{}://{addr}", if tls { "https" } else { "http" }));
-        if let Err(e) = membership.register(url).await {
+        if let Err(e) = membership.advertise(url).await {
             server.task.abort();
             background.abort();
             releases.abort();
             return Err(e);
         }
+        let mut cluster_tasks = Vec::new();
+        let mut leader = None;
         if let Some(view) = &ownership {
             view.registered(membership.record().clone());
+            let failover = Arc::new(Failover::new(
+                core.metadata().clone(),
+                engine.clone(),
+                view.clone(),
+                membership.member(),
+                membership.session().map(|s| s.id()),
+                suspects,
+            ));
+            cluster_tasks.push(tokio::spawn(failover.run(core.shutdown_signal().clone())));
+            let candidate = Arc::new(Leader::new(
+                core.metadata().clone(),
+                kv.clone(),
+                view.clone(),
+                membership.member(),
+                membership.session().map(|s| s.id()),
+                settings.cluster.max_concurrent_moves,
+            ));
+            cluster_tasks.push(tokio::spawn(
+                candidate.clone().run(core.shutdown_signal().clone()),
+            ));
+            leader = Some(candidate);
         }
         crate::auth::warn_if_open(core.authenticator(), addr);
         tracing::info!(
@@ -209,6 +238,8 @@ impl NodeBuilder {
             server: Some(server.task),
             background,
             releases,
+            cluster_tasks,
+            leader,
         })
     }
 }
@@ -225,6 +256,10 @@ pub struct Node {
     background: JoinHandle<()>,
     /// Releases buckets moved away (a cluster); stops with the shutdown signal.
     releases: JoinHandle<()>,
+    /// Failover and the leader's work (a cluster); stop with the shutdown signal.
+    cluster_tasks: Vec<JoinHandle<()>>,
+    /// This node's candidacy in the leader election (a cluster).
+    leader: Option<Arc<Leader>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -300,6 +335,10 @@ impl Node {
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
         tracing::info!("shutting down: no new requests; waiting for requests in flight");
         self.core.shutdown_signal().cancel();
+        if let Some(leader) = self.leader.take() {
+            // Another node leads at once, instead of when this one's lease ends.
+            leader.resign().await;
+        }
         if let Some(server) = self.server.take() {
             let grace = self.core.settings().http.shutdown_grace;
             match tokio::time::timeout(grace, server).await {
@@ -312,6 +351,9 @@ impl Node {
         // A cleanup pass in progress would race the tablets' close.
         self.background.abort();
         self.releases.abort();
+        for task in self.cluster_tasks.drain(..) {
+            task.abort();
+        }
         let closed = self.core.logs().close_all().await;
         tracing::info!("tablets closed; flushing the engine");
         let flushed = self.engine.shutdown().await;
@@ -334,6 +376,9 @@ impl Node {
         self.core.shutdown_signal().cancel();
         self.background.abort();
         self.releases.abort();
+        for task in self.cluster_tasks.drain(..) {
+            task.abort();
+        }
         self.engine.abort();
     }
 

@@ -23,6 +23,10 @@ pub struct ClusterSettings {
     /// listen address, with `https` when TLS is on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advertise_http: Option<String>,
+    /// Buckets the leader moves per pass (about every two seconds) to balance the nodes when one
+    /// joins; a dead or draining node's buckets all move at once. 0 turns balancing off.
+    /// Default 16.
+    pub max_concurrent_moves: usize,
 }
 
 impl Default for ClusterSettings {
@@ -31,6 +35,7 @@ impl Default for ClusterSettings {
             lease_ttl: Duration::from_secs(5),
             lease_margin: Duration::from_millis(500),
             advertise_http: None,
+            max_concurrent_moves: 16,
         }
     }
 }
@@ -78,11 +83,12 @@ mod tests {
     #[test]
     fn the_section_sets_the_lease_and_refuses_bad_values() {
         let s = Settings::from_toml(
-            "[cluster]\nlease_ttl_ms = 3000\nlease_margin_ms = 400\nadvertise_http = \"http://10.0.0.5:6465\"",
+            "[cluster]\nlease_ttl_ms = 3000\nlease_margin_ms = 400\nadvertise_http = \"http://10.0.0.5:6465\"\nmax_concurrent_moves = 4",
         )
         .unwrap();
         assert_eq!(s.cluster.lease_ttl, Duration::from_secs(3));
         assert_eq!(s.cluster.lease_margin, Duration::from_millis(400));
+        assert_eq!(s.cluster.max_concurrent_moves, 4);
         assert_eq!(s.validate(), Ok(()));
         for (text, setting) in [
             ("lease_ttl_ms = 500", "cluster.lease_ttl_ms"),

@@ -50,6 +50,7 @@
 //! lease_ttl_ms = 5000
 //! lease_margin_ms = 500
 //! # advertise_http = "http://10.0.0.5:6465"
+//! max_concurrent_moves = 16
 //! ```
 
 mod auth;

@@ -136,7 +136,10 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
     );
     assert_eq!(meta.get_table("orders").await.unwrap(), None);
     assert_eq!(meta.drop_table("orders").await.unwrap(), None);
-    assert_eq!(meta.list_dropped_tables().await.unwrap(), [table.clone()]);
+    assert_eq!(
+        meta.list_dropped_tables().await.unwrap(),
+        std::slice::from_ref(&table)
+    );
     // The name is free at once for a new incarnation.
     let again = TableRecord {
         incarnation: second,
