@@ -337,8 +337,9 @@ impl NodeCore {
         Ok(finished)
     }
 
-    /// Releases every open log whose bucket this node no longer owns (a transfer moved it):
-    /// the log is closed so its new owner can open it. In a cluster, every 100 ms.
+    /// Releases every open log whose bucket this node no longer owns (a transfer, the leader or
+    /// a drain moved it): the logs are closed, many at once, so their new owners can open them.
+    /// In a cluster, every 100 ms.
     pub async fn run_releases(self: Arc<Self>) {
         let Some(view) = self.ownership.clone() else {
             return;
@@ -348,20 +349,21 @@ impl NodeCore {
                 () = self.shutdown.cancelled() => return,
                 () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
             }
-            for key in self.logs.open_keys() {
-                let route = view.route(&key);
-                if route == Route::Local {
-                    continue;
-                }
-                match self.logs.release(&key).await {
-                    Ok(true) => {
-                        tracing::info!(log = %key, to = ?route, "bucket moved away; released")
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        tracing::warn!(log = %key, error = %e, "releasing a moved bucket failed")
-                    }
-                }
+            let moved: Vec<LogKey> = self
+                .logs
+                .open_keys()
+                .into_iter()
+                .filter(|key| view.route(key) != Route::Local)
+                .collect();
+            if moved.is_empty() {
+                continue;
+            }
+            let (released, outcome) = self.logs.release(&moved).await;
+            for key in &released {
+                tracing::info!(log = %key, to = ?view.route(key), "bucket moved away; released");
+            }
+            if let Err(e) = outcome {
+                tracing::warn!(error = %e, "releasing a moved bucket failed; its new owner can open it once this node's member is gone");
             }
         }
     }

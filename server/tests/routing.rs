@@ -433,3 +433,95 @@ async fn a_transfer_moves_a_bucket_with_its_offsets_and_writer_windows() {
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_shutdown_hands_every_bucket_to_the_other_nodes() {
+    let store: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+    let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+    let a = start("a", &store, &kv).await;
+    let b = start("b", &store, &kv).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let follow = reqwest::Client::new();
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let created = follow
+        .post(format!("{}/v1/tables", b.url()))
+        .json(&json!({"name": "t", "buckets": BUCKETS,
+                      "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    // One idempotent writer per bucket, rows 0 and 1 each.
+    let mut writers = Vec::new();
+    for bucket in 0..BUCKETS {
+        let w: Value = follow
+            .post(format!("{}/v1/writers", b.url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = w["writer_id"].as_u64().unwrap();
+        writers.push(id);
+        for seq in 0..2 {
+            let r = append_retrying(&follow, &b, bucket, (id, seq), i64::from(seq)).await;
+            assert_eq!(r["base_offset"], i64::from(seq));
+        }
+    }
+    let on_a: Vec<u32> = {
+        let mut on_a = Vec::new();
+        for bucket in 0..BUCKETS {
+            if owner_of(&plain, &a, bucket).await.is_none() {
+                on_a.push(bucket);
+            }
+        }
+        on_a
+    };
+    assert_eq!(on_a.len(), 2, "{on_a:?}");
+
+    // a stops gracefully: the leader (b, once a resigns) takes a's buckets, a releases them.
+    // b's view during the stop: a shows up draining while it is still registered.
+    let watching = {
+        let url = format!("{}/v1/cluster", b.url());
+        let http = plain.clone();
+        tokio::spawn(async move {
+            let mut saw_draining = false;
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                let view: Value = http.get(&url).send().await.unwrap().json().await.unwrap();
+                let a = view["nodes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|n| n["node_id"] == "a")
+                    .cloned();
+                match a {
+                    Some(a) => saw_draining |= a["draining"] == true,
+                    None => break,
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            saw_draining
+        })
+    };
+    let stopping = std::time::Instant::now();
+    a.shutdown().await.unwrap();
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(10), "the drain took {took:?}");
+    assert!(watching.await.unwrap(), "a never showed up draining");
+    for bucket in 0..BUCKETS {
+        assert_eq!(owner_of(&plain, &b, bucket).await, None, "bucket {bucket}");
+        let id = writers[bucket as usize];
+        // A retry of the last row is a duplicate on b; the next row continues the offsets.
+        let again = append_retrying(&follow, &b, bucket, (id, 1), 1).await;
+        assert_eq!(again["duplicate"], true, "bucket {bucket}: {again}");
+        assert_eq!(again["base_offset"], 1, "bucket {bucket}: {again}");
+        let next = append_retrying(&follow, &b, bucket, (id, 2), 2).await;
+        assert_eq!(next["base_offset"], 2, "bucket {bucket}: {next}");
+    }
+    b.shutdown().await.unwrap();
+}

@@ -92,20 +92,14 @@ impl Logs {
         Ok(())
     }
 
-    /// Refuses new opens and closes every open log (writer snapshots, streams closed).
+    /// Refuses new opens and closes every open log (writer snapshots, streams closed),
+    /// [`CLOSE_PARALLELISM`] at a time.
     pub async fn close_all(&self) -> ApiResult<()> {
         self.closing
             .store(true, std::sync::atomic::Ordering::Release);
         let _changing = self.changes.lock().await;
         let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = self.open.write().drain().collect();
-        let mut first_error = None;
-        for (key, log) in logs {
-            if let Err(e) = log.close().await {
-                tracing::warn!(log = %key, error = %e, "closing a log failed");
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        close_logs(logs).await.1
     }
 
     /// The keys of the open logs.
@@ -113,20 +107,63 @@ impl Logs {
         self.open.read().keys().cloned().collect()
     }
 
-    /// Closes the log of `key` if it is open (writer snapshot, stream closed), so another node
-    /// can open it: the bucket moved away. Its parked readers return; requests that come after
-    /// find it gone and are routed by ownership. Returns whether it was open.
-    pub async fn release(&self, key: &LogKey) -> ApiResult<bool> {
+    /// Closes the logs of `keys` that are open (writer snapshot, stream closed),
+    /// [`CLOSE_PARALLELISM`] at a time, so another node can open them: their buckets moved
+    /// away. Their parked readers return; requests that come after find them gone and are
+    /// routed by ownership. Returns the keys released, and the first error.
+    pub async fn release(&self, keys: &[LogKey]) -> (Vec<LogKey>, ApiResult<()>) {
         let _changing = self.changes.lock().await;
-        let Some(log) = self.open.write().remove(key) else {
-            return Ok(false);
+        let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = {
+            let mut open = self.open.write();
+            keys.iter()
+                .filter_map(|key| Some((key.clone(), open.remove(key)?)))
+                .collect()
         };
-        log.close().await?;
-        Ok(true)
+        close_logs(logs).await
     }
 
     /// How many logs are open.
     pub fn open_count(&self) -> usize {
         self.open.read().len()
     }
+}
+
+/// Logs closed at once by a release or the shutdown: each close waits for its appends in flight
+/// and writes a snapshot, so thousands of them one after another would outlast a grace period.
+const CLOSE_PARALLELISM: usize = 64;
+
+/// Closes `logs`, [`CLOSE_PARALLELISM`] at a time; returns the keys closed and the first error
+/// (every log is tried).
+async fn close_logs(logs: Vec<(LogKey, Arc<dyn BucketLog>)>) -> (Vec<LogKey>, ApiResult<()>) {
+    use futures::StreamExt;
+    // Boxed before they go into the stream: a stream over the logs themselves defeats the
+    // compiler's proof that the task running it is `Send`.
+    type Close = std::pin::Pin<
+        Box<dyn std::future::Future<Output = (LogKey, ApiResult<()>)> + Send + 'static>,
+    >;
+    let closes: Vec<Close> = logs
+        .into_iter()
+        .map(|(key, log)| -> Close {
+            Box::pin(async move {
+                let closed = log.close().await;
+                (key, closed)
+            })
+        })
+        .collect();
+    let outcomes: Vec<(LogKey, ApiResult<()>)> = futures::stream::iter(closes)
+        .buffer_unordered(CLOSE_PARALLELISM)
+        .collect()
+        .await;
+    let mut closed = Vec::with_capacity(outcomes.len());
+    let mut first_error = None;
+    for (key, outcome) in outcomes {
+        match outcome {
+            Ok(()) => closed.push(key),
+            Err(e) => {
+                tracing::warn!(log = %key, error = %e, "closing a log failed");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    (closed, first_error.map_or(Ok(()), Err))
 }

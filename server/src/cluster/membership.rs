@@ -154,6 +154,15 @@ impl Membership {
         Ok(())
     }
 
+    /// Marks the registration draining (a graceful shutdown): the leader moves this node's
+    /// buckets to the others and assigns it none.
+    pub async fn set_draining(&mut self) -> Result<(), NodeError> {
+        self.record.draining = true;
+        self.metadata.update_node(&self.record).await?;
+        tracing::info!(member = %self.member(), "draining: handing this node's buckets to the others");
+        Ok(())
+    }
+
     /// The registration as written.
     pub fn record(&self) -> &NodeRecord {
         &self.record

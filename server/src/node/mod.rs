@@ -27,7 +27,7 @@ use mink_tablet::TabletSettings;
 use tokio::task::JoinHandle;
 
 use crate::bucket_log::{LogProvider, TabletProvider};
-use crate::cluster::{Failover, Leader, Membership, OwnershipView, Suspects};
+use crate::cluster::{Failover, Leader, Membership, OwnershipView, Route, Suspects};
 use crate::core::NodeCore;
 use crate::http;
 use crate::settings::Settings;
@@ -333,12 +333,13 @@ impl Node {
     /// Stops gracefully: parked readers return, the listener stops, in-flight requests finish
     /// (up to `http.shutdown_grace`), tablets are closed and the engine flushes.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
-        tracing::info!("shutting down: no new requests; waiting for requests in flight");
-        self.core.shutdown_signal().cancel();
         if let Some(leader) = self.leader.take() {
             // Another node leads at once, instead of when this one's lease ends.
             leader.resign().await;
         }
+        self.drain().await;
+        tracing::info!("shutting down: no new requests; waiting for requests in flight");
+        self.core.shutdown_signal().cancel();
         if let Some(server) = self.server.take() {
             let grace = self.core.settings().http.shutdown_grace;
             match tokio::time::timeout(grace, server).await {
@@ -366,6 +367,59 @@ impl Node {
         flushed?;
         tracing::info!("shutdown complete");
         Ok(())
+    }
+
+    /// In a cluster with other serving nodes: marks this node draining and waits (up to
+    /// `cluster.drain_timeout_ms`) until the leader has assigned all its buckets elsewhere and
+    /// this node has released them (many at once), while it goes on serving and redirecting.
+    async fn drain(&mut self) {
+        let (Some(view), Some(membership)) =
+            (self.core.ownership().cloned(), self.membership.as_mut())
+        else {
+            return;
+        };
+        let me = membership.record().node_id.clone();
+        let others = view
+            .live_nodes()
+            .iter()
+            .filter(|n| n.node_id != me && !n.draining && !n.http_url.is_empty())
+            .count();
+        if others == 0 || membership.is_lost() {
+            return;
+        }
+        if let Err(e) = membership.set_draining().await {
+            tracing::warn!(error = %e, "cannot mark this node draining; its buckets fail over instead");
+            return;
+        }
+        view.registered(membership.record().clone());
+        let started = std::time::Instant::now();
+        let deadline = started + self.core.settings().cluster.drain_timeout;
+        loop {
+            let assigned = view.assignments().iter().filter(|(_, n)| *n == me).count();
+            let held = self
+                .core
+                .logs()
+                .open_keys()
+                .iter()
+                .filter(|key| view.route(key) != Route::Local)
+                .count();
+            if assigned == 0 && held == 0 {
+                tracing::info!(
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "every bucket handed to other nodes"
+                );
+                return;
+            }
+            if std::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    assigned,
+                    held,
+                    "drain timed out; the buckets left fail over once this node is gone"
+                );
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     /// Stops without closing anything, as a crash would (tests of recovery).

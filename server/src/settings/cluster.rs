@@ -27,6 +27,11 @@ pub struct ClusterSettings {
     /// joins; a dead or draining node's buckets all move at once. 0 turns balancing off.
     /// Default 16.
     pub max_concurrent_moves: usize,
+    /// How long a graceful shutdown waits for the other nodes to take this node's buckets
+    /// (`drain_timeout_ms`) before it closes what it still holds; those then fail over like a
+    /// crash's, with nothing acknowledged lost. Default 20 s.
+    #[serde(rename = "drain_timeout_ms", with = "mink_runtime::duration_ms")]
+    pub drain_timeout: Duration,
 }
 
 impl Default for ClusterSettings {
@@ -36,6 +41,7 @@ impl Default for ClusterSettings {
             lease_margin: Duration::from_millis(500),
             advertise_http: None,
             max_concurrent_moves: 16,
+            drain_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -83,12 +89,13 @@ mod tests {
     #[test]
     fn the_section_sets_the_lease_and_refuses_bad_values() {
         let s = Settings::from_toml(
-            "[cluster]\nlease_ttl_ms = 3000\nlease_margin_ms = 400\nadvertise_http = \"http://10.0.0.5:6465\"\nmax_concurrent_moves = 4",
+            "[cluster]\nlease_ttl_ms = 3000\nlease_margin_ms = 400\nadvertise_http = \"http://10.0.0.5:6465\"\nmax_concurrent_moves = 4\ndrain_timeout_ms = 7000",
         )
         .unwrap();
         assert_eq!(s.cluster.lease_ttl, Duration::from_secs(3));
         assert_eq!(s.cluster.lease_margin, Duration::from_millis(400));
         assert_eq!(s.cluster.max_concurrent_moves, 4);
+        assert_eq!(s.cluster.drain_timeout, Duration::from_secs(7));
         assert_eq!(s.validate(), Ok(()));
         for (text, setting) in [
             ("lease_ttl_ms = 500", "cluster.lease_ttl_ms"),

@@ -51,6 +51,7 @@
 //! lease_margin_ms = 500
 //! # advertise_http = "http://10.0.0.5:6465"
 //! max_concurrent_moves = 16
+//! drain_timeout_ms = 20000
 //! ```
 
 mod auth;
