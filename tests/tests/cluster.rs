@@ -497,3 +497,203 @@ async fn a_paused_owner_acknowledges_nothing_after_its_lease() {
     assert!(read.len() <= rows + 1, "nothing but the acknowledged rows");
     eprintln!("pause: {rows} acknowledged rows, every one once at its offset");
 }
+
+/// Follows `bucket` over SSE through node `url` (redirected to its owner), reconnecting from
+/// the last event id whenever a connection ends, until `stop` and it has read `until` (set by
+/// the test once the writers stop). Returns `(offset, id)` of every row in order.
+async fn follow_sse(
+    url: String,
+    table: &'static str,
+    bucket: u32,
+    stop: Arc<AtomicBool>,
+    until: Arc<std::sync::atomic::AtomicU64>,
+) -> Vec<(u64, i64)> {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    let http = reqwest::Client::new();
+    let mut rows = Vec::new();
+    let mut next = 0u64;
+    let mut connections = 0;
+    loop {
+        if stop.load(Ordering::Acquire) && next >= until.load(Ordering::Acquire) {
+            return rows;
+        }
+        let r = http
+            .get(format!(
+                "{url}/v1/tables/{table}/buckets/{bucket}/records?offset={next}"
+            ))
+            .header("accept", "text/event-stream")
+            .header("last-event-id", next.to_string())
+            .send()
+            .await;
+        let Ok(r) = r else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        if r.status() != StatusCode::OK {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        connections += 1;
+        let mut events = r.bytes_stream().eventsource();
+        loop {
+            let event = tokio::time::timeout(Duration::from_millis(500), events.next()).await;
+            let event = match event {
+                Ok(Some(Ok(event))) => event,
+                // The connection ended (a recycle, a transfer) or broke: reconnect.
+                Ok(Some(Err(_)) | None) => break,
+                Err(_) => {
+                    if stop.load(Ordering::Acquire) && next >= until.load(Ordering::Acquire) {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            if event.event != "message" {
+                continue;
+            }
+            let batch: Vec<Value> = serde_json::from_str(&event.data).unwrap();
+            let end: u64 = event.id.parse().unwrap();
+            assert_eq!(
+                end - next,
+                batch.len() as u64,
+                "an SSE event starts where the last ended"
+            );
+            for (i, row) in batch.iter().enumerate() {
+                rows.push((next + i as u64, row["id"].as_i64().unwrap()));
+            }
+            next = end;
+        }
+        assert!(connections < 10_000);
+    }
+}
+
+/// Follows `bucket` with long-polls through node `url`, as [`follow_sse`] does.
+async fn follow_long_poll(
+    url: String,
+    table: &'static str,
+    bucket: u32,
+    stop: Arc<AtomicBool>,
+    until: Arc<std::sync::atomic::AtomicU64>,
+) -> Vec<(u64, i64)> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let mut rows = Vec::new();
+    let mut next = 0u64;
+    while !(stop.load(Ordering::Acquire) && next >= until.load(Ordering::Acquire)) {
+        let r = http
+            .get(format!(
+                "{url}/v1/tables/{table}/buckets/{bucket}/records?offset={next}&live=long-poll&timeout_ms=500"
+            ))
+            .header("accept", NDJSON)
+            .send()
+            .await;
+        let Ok(r) = r else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        match r.status() {
+            StatusCode::OK => {
+                let text = r.text().await.unwrap();
+                for line in text.lines() {
+                    let row: Value = serde_json::from_str(line).unwrap();
+                    rows.push((next, row["id"].as_i64().unwrap()));
+                    next += 1;
+                }
+            }
+            StatusCode::NO_CONTENT => {}
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_under_live_readers_and_writers_loses_and_repeats_nothing() {
+    const TABLE: &str = "x";
+    let cluster = Cluster::start("cluster-transfer", 3).await;
+    cluster.create_table(TABLE, 1).await;
+    let owner = cluster.owners(0, TABLE).await[&0];
+    let others: Vec<usize> = (0..3).filter(|n| *n != owner).collect();
+    let (reader_node, target) = (others[0], others[1]);
+    let acked: Acked = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let until = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+    // Everything through nodes that do not own the bucket: every request is redirected.
+    let writer = cluster.writer_id().await;
+    let writing = tokio::spawn(write(
+        vec![cluster.url(reader_node), cluster.url(target)],
+        0,
+        TABLE,
+        0,
+        writer,
+        acked.clone(),
+        stop.clone(),
+        Duration::from_millis(10),
+    ));
+    let sse = tokio::spawn(follow_sse(
+        cluster.url(reader_node),
+        TABLE,
+        0,
+        stop.clone(),
+        until.clone(),
+    ));
+    let long_poll = tokio::spawn(follow_long_poll(
+        cluster.url(target),
+        TABLE,
+        0,
+        stop.clone(),
+        until.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = acked.lock().unwrap().get(&0).map_or(0, BTreeMap::len);
+    let asked = Instant::now();
+    let moved = cluster
+        .http
+        .post(format!(
+            "{}/v1/tables/{TABLE}/buckets/0/transfer",
+            cluster.url(reader_node)
+        ))
+        .json(&json!({"to": cluster.ids[target]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), StatusCode::ACCEPTED);
+    // The first append the new owner acknowledged.
+    loop {
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "no append after the transfer"
+        );
+        if acked.lock().unwrap().get(&0).map_or(0, BTreeMap::len) > before + 1
+            && cluster.owners(target, TABLE).await[&0] == target
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eprintln!(
+        "transfer: appends served again {:?} after the transfer was asked",
+        asked.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, Ordering::Release);
+    writing.await.unwrap();
+    let log = cluster.read_all(0, TABLE, 0).await;
+    until.store(log.len() as u64, Ordering::Release);
+    let sse = tokio::time::timeout(Duration::from_secs(30), sse)
+        .await
+        .expect("the SSE reader caught up")
+        .unwrap();
+    let long_poll = tokio::time::timeout(Duration::from_secs(30), long_poll)
+        .await
+        .expect("the long-poll reader caught up")
+        .unwrap();
+    assert_eq!(sse, log, "the SSE reader saw the log: no gap, no duplicate");
+    assert_eq!(long_poll, log, "the long-poll reader saw the log");
+    let rows = check(&cluster, 0, TABLE, &acked).await;
+    assert!(rows > 10, "{rows}");
+    eprintln!("transfer: {rows} acknowledged rows; both readers saw every one once, in order");
+}
