@@ -210,9 +210,14 @@ async fn keep_alive(mut r: Renewals) {
         }
         let keeper = match r.keeper.as_mut() {
             Some(keeper) => keeper,
-            None => match r.kv.lease_keeper(r.lease.id).await {
-                Ok(keeper) => r.keeper.insert(keeper),
-                Err(e) => {
+            // Reopening may hang on a store out of reach: no longer than the deadline.
+            None => match tokio::time::timeout(r.left(), r.kv.lease_keeper(r.lease.id)).await {
+                Err(_) => {
+                    return r
+                        .lose("the keep-alive stream could not be reopened before the deadline");
+                }
+                Ok(Ok(keeper)) => r.keeper.insert(keeper),
+                Ok(Err(e)) => {
                     tracing::debug!(lease = r.lease.id, "reopening the keep-alive stream: {e}");
                     tokio::time::sleep(delays.next().unwrap_or(every).min(r.left())).await;
                     continue;

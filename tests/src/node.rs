@@ -15,6 +15,10 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug)]
 pub struct NodeProcess {
     binary: PathBuf,
+    /// The address it listens on (127.0.0.1 unless [`NodeProcess::in_netns`]).
+    host: String,
+    /// Run under this command (`ip netns exec NS`), if any.
+    wrapper: Vec<String>,
     port: u16,
     dir: PathBuf,
     log: PathBuf,
@@ -30,6 +34,8 @@ impl NodeProcess {
             .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
         Ok(NodeProcess {
             binary: binary.to_path_buf(),
+            host: "127.0.0.1".to_owned(),
+            wrapper: Vec::new(),
             port,
             dir: dir.to_path_buf(),
             log: dir.join("node.log"),
@@ -37,9 +43,20 @@ impl NodeProcess {
         })
     }
 
+    /// Runs the node inside the Linux network namespace `netns` (`ip netns exec`), listening on
+    /// `host`, its address there.
+    pub fn in_netns(mut self, netns: &str, host: &str) -> Self {
+        self.wrapper = ["ip", "netns", "exec", netns]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        self.host = host.to_owned();
+        self
+    }
+
     /// The node's base URL.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.host, self.port)
     }
 
     /// The node's directory.
@@ -56,7 +73,7 @@ impl NodeProcess {
     pub fn base_config(&self, node_id: &str) -> String {
         let mut c = String::new();
         let _ = writeln!(c, "node_id = {node_id:?}");
-        let _ = writeln!(c, "listen = \"127.0.0.1:{}\"", self.port);
+        let _ = writeln!(c, "listen = \"{}:{}\"", self.host, self.port);
         let _ = writeln!(
             c,
             "data_dir = {:?}",
@@ -82,7 +99,15 @@ impl NodeProcess {
         let err = log
             .try_clone()
             .map_err(|e| format!("open {}: {e}", self.log.display()))?;
-        let child = Command::new(&self.binary)
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        };
+        let child = command
             .arg("serve")
             .arg("--config")
             .arg(&path)
@@ -188,7 +213,15 @@ impl Drop for NodeProcess {
 
 /// The `[storage]` section of a node config pointing at the test S3 server under `prefix`.
 pub fn s3_storage_config(prefix: &str) -> String {
-    let s3 = crate::s3_server();
+    s3_storage_config_at(prefix, &crate::s3_server().endpoint)
+}
+
+/// [`s3_storage_config`], reaching the test S3 server's bucket at `endpoint` (a proxy, say).
+pub fn s3_storage_config_at(prefix: &str, endpoint: &str) -> String {
+    let s3 = crate::S3Server {
+        endpoint: endpoint.to_owned(),
+        ..crate::s3_server()
+    };
     format!(
         "[storage]\nbackend = \"s3\"\n[storage.s3]\nbucket = {:?}\nendpoint = {:?}\n\
          allow_http = true\nregion = {:?}\naccess_key = {:?}\nsecret_key = {:?}\nprefix = {:?}\n",

@@ -422,6 +422,24 @@ impl Node {
         }
     }
 
+    /// Whether the node's lease was lost (it then acknowledges nothing more; see
+    /// [`Node::failed`]).
+    pub fn lease_lost(&self) -> bool {
+        self.membership.as_ref().is_some_and(Membership::is_lost)
+    }
+
+    /// Gives this life up after its lease was lost or its WAL failed (it acknowledges nothing
+    /// more either way): stops as a crash would, then removes its registration and revokes its
+    /// lease if they are still there, so a new life of the node id can join at once and any
+    /// node can recover this one.
+    pub async fn abandon(mut self) {
+        let membership = self.membership.take();
+        self.abort();
+        if let Some(membership) = membership {
+            membership.leave().await;
+        }
+    }
+
     /// Stops without closing anything, as a crash would (tests of recovery).
     pub fn abort(mut self) {
         if let Some(server) = self.server.take() {
