@@ -3,10 +3,12 @@
 //! moto when S3 + etcd is asked for, and runs the driver once per backend. The driver kills the
 //! node with SIGKILL at random moments, restarts it, and checks that every acknowledged row is
 //! in the log exactly once; it prints `N kills, M acknowledged, 0 lost, 0 duplicated` and exits
-//! non-zero on any violation.
+//! non-zero on any violation. `cluster` runs three nodes on S3 + etcd and kills or pauses (past
+//! the lease) a random one at each event (`N kills, P pauses, ...`); `both` is embedded and
+//! s3-etcd, `all` adds cluster.
 //!
 //! ```text
-//! cargo xtask chaos [--backend embedded|s3-etcd|both] [--debug] [DRIVER OPTIONS]
+//! cargo xtask chaos [--backend embedded|s3-etcd|cluster|both|all] [--debug] [DRIVER OPTIONS]
 //! ```
 //!
 //! `--debug` builds the dev profile instead of release. Driver options go to `mink_chaos`
@@ -24,6 +26,7 @@ use crate::{Result, run, target_dir};
 enum Backend {
     Embedded,
     S3Etcd,
+    Cluster,
 }
 
 impl Backend {
@@ -31,6 +34,7 @@ impl Backend {
         match self {
             Backend::Embedded => "embedded",
             Backend::S3Etcd => "s3-etcd",
+            Backend::Cluster => "cluster",
         }
     }
 }
@@ -47,10 +51,12 @@ pub(crate) fn chaos(args: &[String]) -> Result {
                 backends = match iter.next().map(String::as_str) {
                     Some("embedded") => vec![Backend::Embedded],
                     Some("s3-etcd") => vec![Backend::S3Etcd],
+                    Some("cluster") => vec![Backend::Cluster],
                     Some("both") => vec![Backend::Embedded, Backend::S3Etcd],
+                    Some("all") => vec![Backend::Embedded, Backend::S3Etcd, Backend::Cluster],
                     other => {
                         return Err(format!(
-                            "--backend takes embedded, s3-etcd or both, not {other:?}"
+                            "--backend takes embedded, s3-etcd, cluster, both or all, not {other:?}"
                         ));
                     }
                 }
@@ -61,7 +67,7 @@ pub(crate) fn chaos(args: &[String]) -> Result {
     }
     crate::install::build_tools()?;
     let bin = build(release)?;
-    let services = if backends.contains(&Backend::S3Etcd) {
+    let services = if backends.iter().any(|b| *b != Backend::Embedded) {
         Some(Services::start()?)
     } else {
         None
@@ -76,7 +82,7 @@ pub(crate) fn chaos(args: &[String]) -> Result {
 }
 
 /// The short run inside `cargo xtask test`: 5 kills on the embedded default, 3 on S3 + etcd,
-/// about a minute on two cores. The dev profile, which the test run has mostly built already.
+/// 4 kills and pauses of the nodes of a three-node cluster, about two minutes on two cores. The dev profile, which the test run has mostly built already.
 pub(crate) fn short(services: &Services) -> Result {
     let bin = build(false)?;
     let embedded = drive(
@@ -91,7 +97,13 @@ pub(crate) fn short(services: &Services) -> Result {
         &["--kills", "3", "--seconds", "10"].map(String::from),
         Some(services),
     );
-    embedded.and(s3)
+    let cluster = drive(
+        &bin,
+        Backend::Cluster,
+        &["--kills", "4", "--seconds", "12"].map(String::from),
+        Some(services),
+    );
+    embedded.and(s3).and(cluster)
 }
 
 /// Builds `mink` (with fault injection) and `mink_chaos`; returns the folder holding them.

@@ -76,7 +76,7 @@ commands:
                     schema bodies) for N seconds each (default 60); print executions and
                     findings per target; fail on any finding
   services          start etcd and moto for manual testing and wait for Ctrl-C
-  chaos [--backend embedded|s3-etcd|both] [--kills N] [--seconds S] [--seed N] [--debug]
+  chaos [--backend embedded|s3-etcd|cluster|both|all] [--kills N] [--seconds S] [--seed N] [--debug]
                     crash-safety run: kill -9 the node under load (some lives with injected
                     PUT failures and delays), check every acknowledged row is there exactly once";
 

@@ -14,6 +14,9 @@ pub(crate) enum Backend {
     /// The S3 server and etcd named by `MINK_TEST_S3_ENDPOINT`, `MINK_TEST_S3_BUCKET` and
     /// `MINK_TEST_ETCD_ENDPOINTS`.
     S3Etcd,
+    /// Three nodes on that S3 server and etcd: each event kills (SIGKILL, then a restart) or
+    /// pauses (SIGSTOP past the lease, then SIGCONT) a random node; no injected faults.
+    Cluster,
 }
 
 /// Kills a real `mink` node with SIGKILL at random moments while idempotent writers and tailing
@@ -117,6 +120,8 @@ mod tests {
         .unwrap();
         assert_eq!((o.kills, o.backend, o.seed), (7, Backend::S3Etcd, 3));
         assert_eq!(o.seconds, 14.0);
+        let cluster = Options::parse_args(args("--node /bin/mink --backend cluster")).unwrap();
+        assert_eq!(cluster.backend, Backend::Cluster);
         assert!(Options::parse_args(args("--node x --kill 3")).is_err());
         assert!(Options::parse_args(args("--kills 3")).is_err());
     }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::TABLE;
@@ -51,7 +51,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 pub(crate) struct Ctx {
-    pub(crate) url: String,
+    /// The nodes' base URLs (one, except on a cluster); requests go to the current entry.
+    pub(crate) urls: Vec<String>,
+    /// Which of `urls` requests go to; moved on when a node cannot be reached.
+    pub(crate) entry: AtomicUsize,
     pub(crate) http: reqwest::Client,
     pub(crate) journal: Journal,
     /// Writers finish their batch in flight and stop.
@@ -62,8 +65,24 @@ pub(crate) struct Ctx {
     pub(crate) deadline: Instant,
 }
 
+impl Ctx {
+    /// The base URL requests go to now.
+    pub(crate) fn url(&self) -> String {
+        let n = self.entry.load(Ordering::Relaxed) % self.urls.len().max(1);
+        self.urls.get(n).cloned().unwrap_or_default()
+    }
+
+    /// The current node could not be reached (killed, paused): the next requests go to the next
+    /// one (on a cluster it redirects them to the bucket's owner).
+    pub(crate) fn unreachable(&self) {
+        if self.urls.len() > 1 {
+            self.entry.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 pub(crate) fn records_url(ctx: &Ctx, bucket: u32) -> String {
-    format!("{}/v1/tables/{TABLE}/buckets/{bucket}/records", ctx.url)
+    format!("{}/v1/tables/{TABLE}/buckets/{bucket}/records", ctx.url())
 }
 
 pub(crate) fn header_u64(response: &reqwest::Response, name: &str) -> Option<u64> {

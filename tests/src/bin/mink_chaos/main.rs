@@ -1,7 +1,8 @@
 //! `mink_chaos`: the crash-safety harness behind `cargo xtask chaos` (issue 8).
 //!
 //! It runs the real `mink` binary as a child process, on the embedded default (local files +
-//! redb) or on S3 + etcd, and while idempotent writers and tailing readers work against it over
+//! redb) or on S3 + etcd (or three of them as a cluster on S3 + etcd, killed and paused in turn:
+//! see `run.rs`), and while idempotent writers and tailing readers work against it over
 //! HTTP, it kills the node with SIGKILL at random moments and restarts it on the same data and
 //! port, part of the time with PUT failures and slow PUTs injected into its object store (the
 //! node's `[chaos]` settings, honoured by a build with the `chaos` feature). After the last kill
@@ -25,7 +26,7 @@
 //! services):
 //!
 //! ```text
-//! mink_chaos --node PATH [--backend embedded|s3-etcd] [--kills N] [--seconds S] [--seed N]
+//! mink_chaos --node PATH [--backend embedded|s3-etcd|cluster] [--kills N] [--seconds S] [--seed N]
 //!            [--buckets N] [--writers N] [--faults SHARE] [--dir PATH]
 //! ```
 //!
@@ -81,10 +82,17 @@ fn summarize(report: &Report, seed: u64, backend: Backend) -> ExitCode {
         eprintln!("mink_chaos: VIOLATION: {p}");
     }
     let t = &report.tally;
-    println!(
-        "{} kills, {} acknowledged, {} lost, {} duplicated",
-        report.kills, t.acked_rows, t.lost, t.duplicated
-    );
+    if backend == Backend::Cluster {
+        println!(
+            "{} kills, {} pauses, {} acknowledged, {} lost, {} duplicated",
+            report.kills, report.pauses, t.acked_rows, t.lost, t.duplicated
+        );
+    } else {
+        println!(
+            "{} kills, {} acknowledged, {} lost, {} duplicated",
+            report.kills, t.acked_rows, t.lost, t.duplicated
+        );
+    }
     let _ = std::io::stdout().flush();
     if report.problems.is_empty() {
         eprintln!(

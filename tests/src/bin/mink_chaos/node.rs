@@ -25,15 +25,24 @@ pub(crate) struct NodeProcess {
     pub(crate) process: mink_tests::node::NodeProcess,
     /// Key prefix in S3 and etcd, unique to this run.
     pub(crate) prefix: String,
+    pub(crate) node_id: String,
     pub(crate) lives: u32,
 }
 
 impl NodeProcess {
-    pub(crate) fn new(options: &Options, dir: &Path) -> Result<Self, Error> {
+    /// Node `index` of the run, keeping its data and log in `dir` (a folder of its own per
+    /// node), its objects and metadata under `prefix`.
+    pub(crate) fn new(
+        options: &Options,
+        dir: &Path,
+        index: usize,
+        prefix: &str,
+    ) -> Result<Self, Error> {
         Ok(NodeProcess {
             options: options.clone(),
             process: mink_tests::node::NodeProcess::new(&options.node, dir)?,
-            prefix: mink_tests::unique_prefix("chaos"),
+            prefix: prefix.to_owned(),
+            node_id: format!("chaos-{}", index + 1),
             lives: 0,
         })
     }
@@ -43,8 +52,8 @@ impl NodeProcess {
     }
 
     pub(crate) fn config(&self, faults: Option<Faults>) -> String {
-        let mut c = self.process.base_config("chaos-1");
-        if self.options.backend == Backend::S3Etcd {
+        let mut c = self.process.base_config(&self.node_id);
+        if matches!(self.options.backend, Backend::S3Etcd | Backend::Cluster) {
             let etcd = mink_tests::etcd_endpoints();
             c += &mink_tests::node::s3_storage_config(&self.prefix);
             let _ = writeln!(
@@ -52,6 +61,10 @@ impl NodeProcess {
                 "[metadata]\nbackend = \"etcd\"\netcd_endpoints = {etcd:?}\netcd_prefix = \"{}/\"",
                 self.prefix
             );
+        }
+        if self.options.backend == Backend::Cluster {
+            // A short lease, so a pause past it fits a short run.
+            let _ = writeln!(c, "[cluster]\nlease_ttl_ms = 3000\nlease_margin_ms = 400");
         }
         // Compact often, so kills also land between uploads, commits and WAL deletes; adopt WAL
         // objects of a few appends and rewrite smaller ones; merge and regroup every second.
@@ -78,8 +91,8 @@ impl NodeProcess {
     pub(crate) fn start(&mut self, faults: Option<Faults>) -> Result<(), Error> {
         self.lives += 1;
         let banner = format!(
-            "===== chaos: life {} of the node, faults {faults:?} =====",
-            self.lives
+            "===== chaos: life {} of node {}, faults {faults:?} =====",
+            self.lives, self.node_id
         );
         let config = self.config(faults);
         self.process.start(&config, Some(&banner))
@@ -93,6 +106,20 @@ impl NodeProcess {
     /// SIGKILL, and reap the process.
     pub(crate) fn kill(&mut self) -> Result<(), Error> {
         self.process.kill()
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`) to the running process.
+    pub(crate) fn signal(&self, signal: &str) -> Result<(), Error> {
+        let pid = self.process.pid().ok_or("the node is not running")?;
+        let ok = std::process::Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("kill {signal} {pid} failed"))
+        }
     }
 
     /// SIGTERM, then waits up to `timeout` for a clean exit; true if it exited with status 0.

@@ -63,6 +63,7 @@ pub(crate) async fn reader(ctx: Arc<Ctx>, bucket: u32) {
                 continue;
             }
             Err(_) => {
+                ctx.unreachable();
                 ctx.journal
                     .reader_reconnects
                     .fetch_add(1, Ordering::Relaxed);

@@ -2,14 +2,14 @@
 //! everything settle in a last life without faults and check every bucket.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mink_runtime::SeededRng;
 use reqwest::StatusCode;
 
-use crate::args::Options;
+use crate::args::{Backend, Options};
 use crate::check::{Tally, check_bucket};
 use crate::final_read::read_all;
 use crate::journal::{Ack, Ctx, Journal, lock};
@@ -17,6 +17,11 @@ use crate::node::{Faults, NodeProcess};
 use crate::reader::reader;
 use crate::writer::writer;
 use crate::{Error, TABLE};
+
+/// Nodes of a cluster run.
+const CLUSTER_NODES: usize = 3;
+/// The cluster nodes' lease TTL (their config), which a pause outlasts.
+const CLUSTER_LEASE_TTL: Duration = Duration::from_secs(3);
 
 /// How long the final phase may take to let writers finish and readers catch up.
 pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(180);
@@ -33,7 +38,7 @@ pub(crate) async fn create_table(ctx: &Ctx, buckets: u32) -> Result<(), Error> {
     for _ in 0..50 {
         match ctx
             .http
-            .post(format!("{}/v1/tables", ctx.url))
+            .post(format!("{}/v1/tables", ctx.url()))
             .json(&body)
             .timeout(Duration::from_secs(30))
             .send()
@@ -62,6 +67,8 @@ pub(crate) fn acked_count(ctx: &Ctx) -> usize {
 /// Outcome of a run, for the summary.
 pub(crate) struct Report {
     pub(crate) kills: u32,
+    /// Pauses past the lease (a cluster only).
+    pub(crate) pauses: u32,
     pub(crate) faulty_lives: u32,
     pub(crate) tally: Tally,
     pub(crate) problems: Vec<String>,
@@ -88,18 +95,32 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
     std::fs::copy(&options.node, &copy)
         .map_err(|e| format!("copy {} to {}: {e}", options.node.display(), copy.display()))?;
     options.node = copy;
-    let mut node = NodeProcess::new(&options, &dir)?;
+    let cluster = options.backend == Backend::Cluster;
+    let prefix = mink_tests::unique_prefix("chaos");
+    let mut nodes = Vec::new();
+    for index in 0..if cluster { CLUSTER_NODES } else { 1 } {
+        let node_dir = if cluster {
+            dir.join(format!("node-{}", index + 1))
+        } else {
+            dir.clone()
+        };
+        std::fs::create_dir_all(&node_dir)
+            .map_err(|e| format!("create {}: {e}", node_dir.display()))?;
+        nodes.push(NodeProcess::new(&options, &node_dir, index, &prefix)?);
+    }
+    let urls: Vec<String> = nodes.iter().map(NodeProcess::url).collect();
     eprintln!(
-        "mink_chaos: backend {:?}, seed {}, {} kills over ~{}s, {} buckets x {} writers, faults \
-         in {:.0}% of lives; node on {}, files in {}",
+        "mink_chaos: backend {:?}, seed {}, {} {} over ~{}s, {} buckets x {} writers, faults \
+         in {:.0}% of lives; nodes on {}, files in {}",
         options.backend,
         options.seed,
         options.kills,
+        if cluster { "kills and pauses" } else { "kills" },
         options.seconds,
         options.buckets,
         options.writers,
-        options.faults * 100.0,
-        node.url(),
+        if cluster { 0.0 } else { options.faults * 100.0 },
+        urls.join(", "),
         dir.display()
     );
     let http = reqwest::Client::builder()
@@ -108,7 +129,8 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
         .build()
         .map_err(|e| format!("HTTP client: {e}"))?;
     let ctx = Arc::new(Ctx {
-        url: node.url(),
+        urls,
+        entry: AtomicUsize::new(0),
         http: http.clone(),
         journal: Journal::default(),
         stop_writing: AtomicBool::new(false),
@@ -120,8 +142,16 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
     });
     let mut rng = SeededRng::new(options.seed);
 
-    node.start(None)?;
-    node.wait_ready(&http).await?;
+    for node in &mut nodes {
+        node.start(None)?;
+    }
+    for node in &mut nodes {
+        node.wait_ready(&http).await?;
+    }
+    if cluster {
+        // Every node in every view before the table's buckets are spread.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     create_table(&ctx, options.buckets).await?;
 
     let mut tasks = Vec::new();
@@ -142,7 +172,14 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
     // The kill phase.
     let mean = options.seconds / f64::from(options.kills.max(1));
     let mut faulty_lives = 0;
+    let mut pauses = 0;
     for kill in 1..=options.kills {
+        if cluster {
+            pauses +=
+                u32::from(cluster_event(&mut nodes, &ctx, &mut rng, kill, &options, mean).await?);
+            continue;
+        }
+        let node = &mut nodes[0];
         let life_started = Instant::now();
         let acked_before = acked_count(&ctx);
         let early = rng.next_f64() < 0.15;
@@ -189,7 +226,9 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
     }
 
     // The final life: no faults, no kills.
-    node.wait_ready(&http).await?;
+    for node in &mut nodes {
+        node.wait_ready(&http).await?;
+    }
     ctx.stop_writing.store(true, Ordering::SeqCst);
     for t in tasks {
         if tokio::time::timeout(SETTLE_TIMEOUT, t).await.is_err() {
@@ -209,12 +248,14 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
                 .violation("a reader did not catch up in the final life".to_owned());
         }
     }
-    let clean_stop = node.stop(Duration::from_secs(60));
-    if !clean_stop {
-        eprintln!(
-            "mink_chaos: warning: the node did not stop cleanly on SIGTERM; see {}",
-            node.process.log().display()
-        );
+    for node in &mut nodes {
+        if !node.stop(Duration::from_secs(60)) {
+            eprintln!(
+                "mink_chaos: warning: node {} did not stop cleanly on SIGTERM; see {}",
+                node.node_id,
+                node.process.log().display()
+            );
+        }
     }
 
     let acks = lock(&ctx.journal.acks).clone();
@@ -243,11 +284,11 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
         tally.logged_rows,
         j.reader_reconnects.load(Ordering::Relaxed),
         j.high_watermarks_seen.load(Ordering::Relaxed),
-        node.lives,
+        nodes.iter().map(|n| n.lives).sum::<u32>(),
         faulty_lives
     );
     if problems.is_empty() && options.dir.is_none() {
-        drop(node);
+        drop(nodes);
         let _ = std::fs::remove_dir_all(&dir);
     } else if !problems.is_empty() {
         eprintln!(
@@ -256,9 +297,61 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
         );
     }
     Ok(Report {
-        kills: options.kills,
+        kills: options.kills - pauses,
+        pauses,
         faulty_lives,
         tally,
         problems,
     })
+}
+
+/// One event of a cluster run, on a random node once every node serves and the writers made
+/// progress: a kill -9 and an immediate restart (the new life waits for the old lease, then
+/// joins), or a pause past the lease (SIGSTOP, then SIGCONT: the node finds its lease lost and
+/// rejoins by itself). Returns whether it was a pause.
+async fn cluster_event(
+    nodes: &mut [NodeProcess],
+    ctx: &Ctx,
+    rng: &mut SeededRng,
+    event: u32,
+    options: &Options,
+    mean: f64,
+) -> Result<bool, Error> {
+    for node in nodes.iter_mut() {
+        node.wait_ready(&ctx.http).await?;
+    }
+    let started = Instant::now();
+    let acked_before = acked_count(ctx);
+    let wait = Duration::from_secs_f64(mean * (0.3 + 1.4 * rng.next_f64()));
+    while started.elapsed() < wait
+        || (acked_count(ctx) == acked_before && started.elapsed() < wait + Duration::from_secs(5))
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let victim = rng.between(0, nodes.len() as u64 - 1) as usize;
+    let node = &mut nodes[victim];
+    let pause = rng.next_f64() < 0.35;
+    if pause {
+        let length = CLUSTER_LEASE_TTL + Duration::from_millis(rng.between(500, 1500));
+        node.signal("-STOP")?;
+        tokio::time::sleep(length).await;
+        node.signal("-CONT")?;
+        eprintln!(
+            "mink_chaos: event {event}/{}: paused node {} for {:.1}s ({} acknowledged so far)",
+            options.kills,
+            node.node_id,
+            length.as_secs_f64(),
+            acked_count(ctx)
+        );
+    } else {
+        node.kill()?;
+        eprintln!(
+            "mink_chaos: event {event}/{}: killed node {} ({} acknowledged so far)",
+            options.kills,
+            node.node_id,
+            acked_count(ctx)
+        );
+        node.start(None)?;
+    }
+    Ok(pause)
 }

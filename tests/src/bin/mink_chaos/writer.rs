@@ -19,10 +19,13 @@ pub(crate) async fn init_writer(ctx: &Ctx) -> Option<i64> {
     loop {
         let answer = ctx
             .http
-            .post(format!("{}/v1/writers", ctx.url))
+            .post(format!("{}/v1/writers", ctx.url()))
             .timeout(Duration::from_secs(10))
             .send()
             .await;
+        if answer.is_err() {
+            ctx.unreachable();
+        }
         if let Ok(r) = answer
             && r.status() == StatusCode::OK
             && let Ok(v) = r.json::<serde_json::Value>().await
@@ -87,7 +90,10 @@ pub(crate) async fn writer(ctx: Arc<Ctx>, bucket: u32, ordinal: i64, mut rng: Se
                     ));
                     return;
                 }
-                Err(_) => true,
+                Err(_) => {
+                    ctx.unreachable();
+                    true
+                }
             };
             if retry {
                 ctx.journal.append_retries.fetch_add(1, Ordering::Relaxed);
