@@ -8,7 +8,8 @@
 //! 3. The node's in-process HTTP bench (`server/benches/http.rs`).
 //! 4. The release node as a real process (`tests/src/bin/mink_bench/`, built with the `chaos`
 //!    feature so that it can wear the S3 Standard latency model) on the same three stores: the
-//!    seven items of the issue.
+//!    seven items of the issue; then item 8, three nodes on moto and etcd (throughput 3 vs 1,
+//!    transfer and failover times).
 //! 5. Charts (PNG) drawn with matplotlib from the driver's CSV files, in a Python virtual
 //!    environment under `.tools/venv` (created on first use, as for moto).
 //!
@@ -101,6 +102,19 @@ pub(crate) fn bench(args: &[String]) -> Result {
         run(command)?;
     }
 
+    // Several nodes on moto and etcd (item 8).
+    let mut command = Command::new(release.join("mink_bench"));
+    command
+        .arg("--node")
+        .arg(&node)
+        .args(["--cluster", "--out"])
+        .arg(&results);
+    if quick {
+        command.arg("--quick");
+    }
+    services.export(&mut command);
+    run(command)?;
+
     // The stream engine in process, on each store (full runs only: the node's figures above
     // answer the same questions, and `--quick` must stay under 5 minutes on two cores).
     let mut engine = String::new();
@@ -156,6 +170,7 @@ fn finish(
     for store in STORES {
         report += &read(&results.join(format!("node-{store}.md")))?;
     }
+    report += &read(&results.join("cluster.md"))?;
     report += "## Charts\n\n![Latency percentiles](latency.png)\n\n![Replay](replay.png)\n\n";
     if let Some(http_out) = http_out {
         report += "## In-process figures\n\nThe engine without HTTP, and the node in the bench \

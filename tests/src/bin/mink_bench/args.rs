@@ -52,6 +52,10 @@ pub(crate) struct Options {
     /// Fewer samples and smaller volumes.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// Item 8 only: several nodes on moto and etcd (`MINK_TEST_ETCD_ENDPOINTS`); writes
+    /// `DIR/cluster.md`. `--store` is not used.
+    #[arg(long)]
+    pub(crate) cluster: bool,
     /// The folder the report and the CSV files go to.
     #[arg(long, value_name = "DIR", value_parser = non_empty_path)]
     pub(crate) out: PathBuf,

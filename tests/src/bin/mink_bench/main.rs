@@ -19,6 +19,10 @@
 //!    count the fetches of one lookup, so this item runs an in-process tablet on the same store
 //!    with a counting stream layer (and times the node's `offsets?timestamp=` endpoint beside it).
 //! 7. Peak RSS (VmHWM of /proc/PID/status) of the node during item 2, beside its cache budgets.
+//! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
+//!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
+//!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
+//!    `DIR/cluster.md`).
 //!
 //! Stores: `local` (object_store on local files, the embedded default), `moto` (the S3 server
 //! named by `MINK_TEST_S3_ENDPOINT` / `MINK_TEST_S3_BUCKET`), `s3-standard` (local files wearing
@@ -27,6 +31,7 @@
 //!
 //! ```text
 //! mink_bench --node PATH --store local|moto|s3-standard [--quick] --out DIR
+//! mink_bench --node PATH --cluster [--quick] --out DIR
 //! ```
 //!
 //! Writes `DIR/node-STORE.md` (Markdown tables), `DIR/latency-STORE.csv` (percentiles per series)
@@ -38,6 +43,7 @@
 
 mod args;
 mod client;
+mod cluster;
 mod items;
 mod node;
 mod raw;
@@ -64,6 +70,24 @@ const ARROW: &str = "application/vnd.apache.arrow.stream";
 const SCHEMA_ID: i16 = 1;
 /// Rows of 1 KiB per group-commit request.
 const GROUP_ROWS: usize = 64;
+
+/// Item 8 alone: several nodes on moto and etcd; writes `DIR/cluster.md`.
+async fn run_cluster(options: &Options) -> Result<(), Error> {
+    let scratch = std::env::temp_dir().join(format!("mink-bench-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("create {}: {e}", scratch.display()))?;
+    eprintln!("mink_bench [cluster]: several nodes on moto and etcd");
+    let started = Instant::now();
+    let md = cluster::run(options, &scratch).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let md = md?;
+    let out = options.out.join("cluster.md");
+    std::fs::write(&out, md).map_err(|e| format!("write {}: {e}", out.display()))?;
+    eprintln!(
+        "mink_bench [cluster]: took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
 
 async fn run(options: Options) -> Result<(), Error> {
     let scratch = std::env::temp_dir().join(format!(
@@ -176,7 +200,12 @@ async fn run(options: Options) -> Result<(), Error> {
 async fn main() -> ExitCode {
     // A bad flag prints the usage and exits with status 2; `--help` prints it and exits 0.
     let options = Options::parse();
-    match run(options).await {
+    let outcome = if options.cluster {
+        run_cluster(&options).await
+    } else {
+        run(options).await
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mink_bench: {e}");
