@@ -362,6 +362,7 @@ impl NodeCore {
             for key in &released {
                 tracing::info!(log = %key, to = ?view.route(key), "bucket moved away; released");
             }
+            self.metrics.cluster_releases.inc_by(released.len() as u64);
             if let Err(e) = outcome {
                 tracing::warn!(error = %e, "releasing a moved bucket failed; its new owner can open it once this node's member is gone");
             }

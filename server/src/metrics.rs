@@ -7,7 +7,9 @@
 //! `memory` when the engine made no object GET while serving it, `object_store` otherwise (exact
 //! with one reader, approximate under concurrent reads). The serving loop reports its open
 //! connections, the connections it refused at accept, the request bytes it holds against
-//! `http.max_inflight_request_bytes` and the requests that budget refused.
+//! `http.max_inflight_request_bytes` and the requests that budget refused. In a cluster: the
+//! leader's assignment writes, the dead members recovered here, whether this node leads, and
+//! the buckets it released.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,6 +61,14 @@ pub struct Metrics {
     pub inflight_request_bytes: Gauge,
     /// Requests refused with 503 `overloaded` by the request-bytes budget.
     pub overloaded: Counter,
+    /// Bucket assignments this node wrote as the cluster's leader (moves and deletions).
+    pub cluster_moves: Counter,
+    /// Dead members whose WAL this node recovered.
+    pub cluster_recoveries: Counter,
+    /// 1 while this node leads the cluster.
+    pub cluster_leader: Gauge,
+    /// Buckets released to other nodes (transfers, re-spreads, drains).
+    pub cluster_releases: Counter,
 }
 
 impl Metrics {
@@ -79,6 +89,10 @@ impl Metrics {
         let connections_refused = Counter::default();
         let inflight_request_bytes = Gauge::default();
         let overloaded = Counter::default();
+        let cluster_moves = Counter::default();
+        let cluster_recoveries = Counter::default();
+        let cluster_leader = Gauge::default();
+        let cluster_releases = Counter::default();
         registry.register("appends", "Append requests served", appends.clone());
         registry.register(
             "append_bytes",
@@ -137,6 +151,26 @@ impl Metrics {
             "Requests refused because the request-bytes budget was spent",
             overloaded.clone(),
         );
+        registry.register(
+            "cluster_bucket_moves",
+            "Bucket assignments written by this node as the cluster's leader",
+            cluster_moves.clone(),
+        );
+        registry.register(
+            "cluster_recoveries",
+            "Dead members whose WAL this node recovered",
+            cluster_recoveries.clone(),
+        );
+        registry.register(
+            "cluster_leader",
+            "1 while this node leads the cluster",
+            cluster_leader.clone(),
+        );
+        registry.register(
+            "cluster_bucket_releases",
+            "Buckets this node released to other nodes",
+            cluster_releases.clone(),
+        );
         if let Some(engine) = engine {
             registry.register_collector(Box::new(EngineCollector { engine }));
         }
@@ -156,6 +190,10 @@ impl Metrics {
             connections_refused,
             inflight_request_bytes,
             overloaded,
+            cluster_moves,
+            cluster_recoveries,
+            cluster_leader,
+            cluster_releases,
         }
     }
 

@@ -194,3 +194,38 @@ async fn a_node_whose_lease_is_lost_acknowledges_nothing_more() {
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     node.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_node_on_a_wildcard_address_needs_an_advertised_one() {
+    let store: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+    let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+    let mut wildcard = settings("w");
+    wildcard.listen = "0.0.0.0:0".parse().unwrap();
+    let refused = Node::builder()
+        .settings(wildcard.clone())
+        .object_store(Arc::clone(&store))
+        .metadata(Arc::clone(&kv))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("cluster.advertise_http"),
+        "{refused}"
+    );
+    // It left: the next start under the same node id does not wait for a lease.
+    wildcard.cluster.advertise_http = Some("http://127.0.0.1:9".to_owned());
+    let started = Instant::now();
+    let node = Node::builder()
+        .settings(wildcard)
+        .object_store(store)
+        .metadata(kv)
+        .start()
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(
+        node.membership().unwrap().record().http_url,
+        "http://127.0.0.1:9"
+    );
+    node.shutdown().await.unwrap();
+}

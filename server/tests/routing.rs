@@ -233,6 +233,24 @@ async fn requests_for_another_nodes_bucket_are_redirected_to_it() {
         .collect();
     assert_eq!(rows, vec![json!({"id": 0}), json!({"id": 1})]);
     tracing::debug!(unavailable, "503s seen while b's bucket moved");
+    // a says so in its metrics: it leads, it recovered b, it moved b's buckets.
+    let metrics = follow
+        .get(format!("{}/metrics", a.url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+    };
+    assert_eq!(value("mink_cluster_leader"), 1.0);
+    assert_eq!(value("mink_cluster_recoveries_total"), 1.0);
+    assert!(value("mink_cluster_bucket_moves_total") >= 2.0);
     // Every bucket is a's now, and appends go on at the next offset.
     for bucket in 0..BUCKETS {
         assert_eq!(owner_of(&plain, &a, bucket).await, None, "bucket {bucket}");

@@ -177,6 +177,41 @@ async fn a_crash_loses_nothing_acknowledged(backends: Backends) {
     engine.shutdown().await.unwrap();
 }
 
+/// Streams appended to between two compaction rounds: more than etcd's 128 operations in one
+/// transaction would allow if a round committed them all at once.
+const MANY_STREAMS: u64 = 200;
+
+async fn one_round_compacts_more_streams_than_one_transaction_holds(backends: Backends) {
+    let engine = backends.engine().await;
+    let mut streams = Vec::new();
+    for _ in 0..MANY_STREAMS {
+        let id = engine.create_stream().await.unwrap().id;
+        streams.push(engine.open_stream(id).await.unwrap());
+    }
+    let mut pending = Vec::new();
+    for stream in &streams {
+        pending.push(stream.append_at(0, 3, payload(0)).await.expect("append"));
+    }
+    for p in pending {
+        tokio::time::timeout(Duration::from_secs(60), p.durable())
+            .await
+            .expect("durable in time")
+            .expect("durable");
+    }
+    engine
+        .compact_now()
+        .await
+        .expect("one round commits every stream");
+    for stream in &streams {
+        assert_eq!(read_all(stream).await, expected(3));
+    }
+    assert!(
+        backends.storage.list("wal/").await.unwrap().is_empty(),
+        "every WAL object was compacted"
+    );
+    engine.shutdown().await.unwrap();
+}
+
 macro_rules! suite {
     ($($backend:ident),*) => {$(
         mod $backend {
@@ -184,6 +219,14 @@ macro_rules! suite {
             async fn compacted_data_is_read_from_objects() {
                 super::compacted_data_is_read_from_objects(
                     super::$backend("compacted").await,
+                )
+                .await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn one_round_compacts_more_streams_than_one_transaction_holds() {
+                super::one_round_compacts_more_streams_than_one_transaction_holds(
+                    super::$backend("many").await,
                 )
                 .await;
             }

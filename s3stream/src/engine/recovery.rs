@@ -17,7 +17,9 @@ use std::sync::atomic::Ordering;
 
 use mink_metadata::{Metadata, StreamState, WalCompacted};
 
-use super::compaction::writer::{CommitContext, Part, commit_parts, delete_wal_objects};
+use super::compaction::writer::{
+    CommitContext, Part, STREAMS_PER_COMMIT, commit_parts, delete_wal_objects,
+};
 use super::metrics::EngineMetrics;
 use super::settings::EngineSettings;
 use crate::batch::StreamBatch;
@@ -26,10 +28,6 @@ use crate::failpoints::Failpoints;
 use crate::storage::ObjectStorage;
 use crate::wal::WalRecord;
 use crate::wal::replay::replay;
-
-/// Streams committed per metadata transaction: each costs a compare and a write (plus its
-/// objects), within etcd's default limit of 128 operations per transaction.
-const STREAMS_PER_COMMIT: usize = 40;
 
 #[expect(
     clippy::too_many_arguments,

@@ -67,6 +67,7 @@ pub struct Failover {
     /// Members recovered (by anyone) or found alive at the last look, not looked at again
     /// unless they show up again.
     done: Mutex<HashSet<String>>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for Failover {
@@ -86,6 +87,7 @@ impl Failover {
         member: String,
         lease: Option<LeaseId>,
         suspects: Suspects,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Self {
         Failover {
             metadata,
@@ -95,6 +97,7 @@ impl Failover {
             lease,
             suspects,
             done: Mutex::new(HashSet::new()),
+            metrics,
         }
     }
 
@@ -168,6 +171,7 @@ impl Failover {
         }
         self.metadata.finish_recovery(member, &self.member).await?;
         self.done.lock().insert(member.to_owned());
+        self.metrics.cluster_recoveries.inc();
         tracing::info!(
             member,
             elapsed_ms = started.elapsed().as_millis() as u64,

@@ -132,6 +132,7 @@ pub struct Leader {
     lease: Option<mink_metadata::LeaseId>,
     max_moves: usize,
     election: Mutex<Option<Election>>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for Leader {
@@ -152,6 +153,7 @@ impl Leader {
         member: String,
         lease: Option<mink_metadata::LeaseId>,
         max_moves: usize,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Self {
         Leader {
             metadata,
@@ -161,6 +163,7 @@ impl Leader {
             lease,
             max_moves,
             election: Mutex::new(None),
+            metrics,
         }
     }
 
@@ -197,6 +200,7 @@ impl Leader {
                 },
             }
             tracing::info!(member = %self.member, revision = election.revision(), "leading the cluster");
+            self.metrics.cluster_leader.set(1);
             loop {
                 // Armed before the pass, so a change during it wakes the next one.
                 let changed = self.view.changed();
@@ -207,6 +211,7 @@ impl Leader {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::info!("no longer leading");
+                        self.metrics.cluster_leader.set(0);
                         break;
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot check the leadership"),
@@ -274,12 +279,14 @@ impl Leader {
                     .filter_map(|m| Some((m.key.clone(), m.to.clone()?))),
             );
             written += batch.len();
+            self.metrics.cluster_moves.inc_by(batch.len() as u64);
         }
         Ok(written)
     }
 
     /// Ends the candidacy (at shutdown): another node leads at once.
     pub async fn resign(&self) {
+        self.metrics.cluster_leader.set(0);
         let election = self.election.lock().take();
         if let Some(election) = election
             && let Err(e) = election.resign(self.kv.as_ref()).await

@@ -129,6 +129,19 @@ impl NodeBuilder {
                 .await?,
         );
         let mut membership = Membership::join(metadata.clone(), kv.clone(), &settings).await?;
+        if membership.session().is_some()
+            && settings.cluster.advertise_http.is_none()
+            && settings.listen.ip().is_unspecified()
+        {
+            // Other nodes would send clients to 0.0.0.0.
+            membership.leave().await;
+            return Err(NodeError::Settings {
+                message: format!(
+                    "listening on {} in a cluster needs cluster.advertise_http: the address other nodes redirect clients to",
+                    settings.listen
+                ),
+            });
+        }
         // In a cluster (a store with leases), requests are routed by the watched ownership.
         let ownership = match membership.session() {
             Some(_) => Some(Arc::new(
@@ -206,6 +219,7 @@ impl NodeBuilder {
                 membership.member(),
                 membership.session().map(|s| s.id()),
                 suspects,
+                core.metrics().clone(),
             ));
             cluster_tasks.push(tokio::spawn(failover.run(core.shutdown_signal().clone())));
             let candidate = Arc::new(Leader::new(
@@ -215,6 +229,7 @@ impl NodeBuilder {
                 membership.member(),
                 membership.session().map(|s| s.id()),
                 settings.cluster.max_concurrent_moves,
+                core.metrics().clone(),
             ));
             cluster_tasks.push(tokio::spawn(
                 candidate.clone().run(core.shutdown_signal().clone()),

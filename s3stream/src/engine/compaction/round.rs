@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord, WalCompacted};
 
 use super::plan::plan_round;
-use super::writer::{Part, commit, delete_wal_objects, write_objects};
+use super::writer::{Part, STREAMS_PER_COMMIT, commit, delete_wal_objects, write_objects};
 use crate::batch::StreamBatch;
 use crate::engine::lock::lock;
 use crate::engine::open_stream::OpenStream;
@@ -52,7 +52,13 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
     } else {
         u64::MAX
     };
-    let plan = plan_round(&written, &streams, adopt_from)?;
+    let mut plan = plan_round(&written, &streams, adopt_from)?;
+    if plan.ends.len() > STREAMS_PER_COMMIT {
+        // More streams than one metadata transaction holds (etcd allows 128 operations): the
+        // round is committed a chunk of streams at a time, each chunk with objects of its own,
+        // so nothing is adopted (an adopted WAL object holds every stream it has).
+        plan = plan_round(&written, &streams, u64::MAX)?;
+    }
     if plan.ends.is_empty() && point <= state.retired_below {
         return Ok(());
     }
@@ -79,68 +85,76 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
         });
     }
     let adopted = objects.len();
-    for group in &plan.rewrite {
-        let parts = group
-            .iter()
-            .map(|(id, range)| {
-                let stream = streams.get(id).ok_or_else(|| StreamError::Inconsistent {
-                    stream_id: *id,
-                    message: "planned for compaction but not open".to_owned(),
-                })?;
-                let batches = lock(&stream.log).between(range.start, range.end);
-                if batches.first().map(|b| b.base_offset) != Some(range.start)
-                    || batches.last().map(StreamBatch::end_offset) != Some(range.end)
-                {
-                    return Err(StreamError::Inconsistent {
-                        stream_id: *id,
-                        message: format!(
-                            "the log cache does not hold offsets {}..{} to compact",
-                            range.start, range.end
-                        ),
-                    });
-                }
-                Ok(Part {
-                    stream_id: *id,
-                    epoch: stream.epoch,
-                    batches,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        objects.extend(write_objects(&context, &parts).await?);
-    }
     let retire = WalCompacted {
         node: engine.node.clone(),
         below: point,
     };
-    let request = CommitRequest {
-        stream_epochs: epochs,
-        add_objects: objects.clone(),
-        remove_objects: Vec::new(),
-        advance: plan.ends.iter().map(|(id, end)| (*id, *end)).collect(),
-        remove_wal: vec![retire],
-    };
-    match commit(
-        &context,
-        request,
-        objects.get(adopted..).unwrap_or_default(),
-    )
-    .await
-    {
-        Ok(()) => {}
-        Err(StreamError::Fenced { stream_id, epoch }) => {
-            // Another node owns it now: this handle is dead; the next round goes on without it.
-            tracing::warn!(stream_id, epoch, "stream fenced during compaction");
-            if let Some(stream) = streams.get(&stream_id) {
-                stream.fenced.store(true, Ordering::Release);
-                engine.forget(stream_id);
-            }
-            return Err(StreamError::Fenced { stream_id, epoch });
+    if plan.ends.len() <= STREAMS_PER_COMMIT {
+        // One transaction: the adopted objects, one set of written objects, every stream.
+        for group in &plan.rewrite {
+            let parts = group
+                .iter()
+                .map(|(id, range)| part_of(&streams, *id, range))
+                .collect::<Result<Vec<_>>>()?;
+            objects.extend(write_objects(&context, &parts).await?);
         }
-        Err(error) => {
-            if matches!(error, StreamError::Failpoint(_)) {
-                engine.halt();
+        let request = CommitRequest {
+            stream_epochs: epochs,
+            add_objects: objects.clone(),
+            remove_objects: Vec::new(),
+            advance: plan.ends.iter().map(|(id, end)| (*id, *end)).collect(),
+            remove_wal: vec![retire],
+        };
+        commit_fenced(
+            engine,
+            &context,
+            &streams,
+            request,
+            objects.get(adopted..).unwrap_or_default(),
+        )
+        .await?;
+        for (stream, end) in &owners {
+            stream.committed(*end);
+        }
+    } else {
+        // A chunk of streams per transaction, the WAL ids retired with the last; each stream
+        // whole in one chunk (nothing adopted: all it has from its committed end is in its log
+        // cache), counted committed as soon as its chunk commits.
+        let parts = plan
+            .ends
+            .iter()
+            .map(|(id, end)| {
+                let from = streams
+                    .get(id)
+                    .map_or(*end, |s| s.committed_end.load(Ordering::Acquire));
+                part_of(&streams, *id, &(from..*end))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut chunks = parts.chunks(STREAMS_PER_COMMIT).peekable();
+        while let Some(chunk) = chunks.next() {
+            let written = write_objects(&context, chunk).await?;
+            let request = CommitRequest {
+                stream_epochs: chunk.iter().map(|p| (p.stream_id, p.epoch)).collect(),
+                add_objects: written.clone(),
+                remove_objects: Vec::new(),
+                advance: chunk
+                    .iter()
+                    .filter_map(|p| Some((p.stream_id, *plan.ends.get(&p.stream_id)?)))
+                    .collect(),
+                remove_wal: if chunks.peek().is_none() {
+                    vec![retire.clone()]
+                } else {
+                    Vec::new()
+                },
+            };
+            commit_fenced(engine, &context, &streams, request, &written).await?;
+            for p in chunk {
+                if let (Some(stream), Some(end)) =
+                    (streams.get(&p.stream_id), plan.ends.get(&p.stream_id))
+                {
+                    stream.committed(*end);
+                }
             }
-            return Err(error);
         }
     }
     if let Err(name) = engine
@@ -149,9 +163,6 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
     {
         engine.halt();
         return Err(StreamError::Failpoint(name));
-    }
-    for (stream, end) in owners {
-        stream.committed(end);
     }
     state.retired_below = point;
     let metrics = &engine.metrics;
@@ -175,4 +186,62 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
     .await;
     metrics.compactions.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// The batches of stream `id` for `range`, from its log cache.
+fn part_of(
+    streams: &HashMap<u64, Arc<OpenStream>>,
+    id: u64,
+    range: &std::ops::Range<u64>,
+) -> Result<Part> {
+    let stream = streams.get(&id).ok_or_else(|| StreamError::Inconsistent {
+        stream_id: id,
+        message: "planned for compaction but not open".to_owned(),
+    })?;
+    let batches = lock(&stream.log).between(range.start, range.end);
+    if batches.first().map(|b| b.base_offset) != Some(range.start)
+        || batches.last().map(StreamBatch::end_offset) != Some(range.end)
+    {
+        return Err(StreamError::Inconsistent {
+            stream_id: id,
+            message: format!(
+                "the log cache does not hold offsets {}..{} to compact",
+                range.start, range.end
+            ),
+        });
+    }
+    Ok(Part {
+        stream_id: id,
+        epoch: stream.epoch,
+        batches,
+    })
+}
+
+/// Commits `request` (`written`: the objects written for it); a stream fenced meanwhile is
+/// dropped from this node, a failpoint halts the engine.
+async fn commit_fenced(
+    engine: &EngineShared,
+    context: &super::writer::CommitContext<'_>,
+    streams: &HashMap<u64, Arc<OpenStream>>,
+    request: CommitRequest,
+    written: &[ObjectRecord],
+) -> Result<()> {
+    match commit(context, request, written).await {
+        Ok(()) => Ok(()),
+        Err(StreamError::Fenced { stream_id, epoch }) => {
+            // Another node owns it now: this handle is dead; the next round goes on without it.
+            tracing::warn!(stream_id, epoch, "stream fenced during compaction");
+            if let Some(stream) = streams.get(&stream_id) {
+                stream.fenced.store(true, Ordering::Release);
+                engine.forget(stream_id);
+            }
+            Err(StreamError::Fenced { stream_id, epoch })
+        }
+        Err(error) => {
+            if matches!(error, StreamError::Failpoint(_)) {
+                engine.halt();
+            }
+            Err(error)
+        }
+    }
 }
