@@ -543,3 +543,92 @@ async fn a_graceful_shutdown_hands_every_bucket_to_the_other_nodes() {
     }
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_dropped_through_any_node_is_gone_from_every_node() {
+    let store: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+    let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+    let start_fast = |id: &'static str| {
+        let (store, kv) = (Arc::clone(&store), Arc::clone(&kv));
+        async move {
+            let mut settings = Settings {
+                node_id: id.to_owned(),
+                listen: "127.0.0.1:0".parse().unwrap(),
+                ..Settings::default()
+            };
+            settings.cluster.lease_ttl = Duration::from_secs(2);
+            settings.cluster.lease_margin = Duration::from_millis(300);
+            settings.node.drop_cleanup_interval = Duration::from_millis(200);
+            Node::builder()
+                .settings(settings)
+                .object_store(store)
+                .metadata(kv)
+                .start()
+                .await
+                .unwrap()
+        }
+    };
+    let a = start_fast("a").await;
+    let b = start_fast("b").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let follow = reqwest::Client::new();
+    let create = || async {
+        let r = follow
+            .post(format!("{}/v1/tables", a.url()))
+            .json(&json!({"name": "t", "buckets": BUCKETS,
+                          "schema": {"fields": [{"name": "id", "type": "int64"}]}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+    };
+    create().await;
+    // Every bucket open on its owner.
+    for bucket in 0..BUCKETS {
+        let r = follow
+            .post(records(&a, bucket))
+            .header("content-type", NDJSON)
+            .body("{\"id\":1}\n")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "bucket {bucket}");
+    }
+    // Dropped through b, which owns only some of the buckets.
+    let dropped = follow
+        .delete(format!("{}/v1/tables/t", b.url()))
+        .send()
+        .await
+        .unwrap();
+    assert!(dropped.status().is_success(), "{}", dropped.status());
+    // Created again under the same name: new, empty buckets, through either node.
+    create().await;
+    for bucket in 0..BUCKETS {
+        for node in [&a, &b] {
+            let text = follow
+                .get(format!("{}?offset=0", records(node, bucket)))
+                .header("accept", NDJSON)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            assert_eq!(text, "", "bucket {bucket} is new");
+        }
+    }
+    // The drop is finished on every node: no tombstone is left.
+    let meta = mink_metadata::Metadata::open(Arc::clone(&kv), Default::default())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !meta.list_dropped_tables().await.unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped table's logs were never all destroyed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
