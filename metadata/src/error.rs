@@ -157,6 +157,14 @@ pub enum MetaError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InvalidRequest {
+    /// A transaction holds more compares or writes than the backend takes.
+    #[error("a transaction of {ops} operations is over the backend's limit of {limit}")]
+    TooManyOperations {
+        /// The compares or writes it holds, whichever is more.
+        ops: usize,
+        /// The backend's limit.
+        limit: usize,
+    },
     /// A key, or a key a transaction compares, is empty.
     #[error("empty key")]
     EmptyKey,

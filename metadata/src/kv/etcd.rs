@@ -103,6 +103,11 @@ impl MetaKv for EtcdKv {
         BACKEND
     }
 
+    fn max_txn_ops(&self) -> Option<usize> {
+        // etcd's default `--max-txn-ops`; a server configured higher is not asked.
+        Some(128)
+    }
+
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         validate_key(key)?;
         let resp = self
@@ -173,6 +178,13 @@ impl MetaKv for EtcdKv {
                         what: "lease",
                         id: lease.to_string(),
                     },
+                    // A request, not an outage: retrying cannot help.
+                    None if e.to_string().contains("too many operations") => {
+                        MetaError::Invalid(InvalidRequest::TooManyOperations {
+                            ops: txn.compares.len().max(txn.on_success.len()),
+                            limit: 128,
+                        })
+                    }
                     None => unavailable("txn")(e),
                 }
             })?;

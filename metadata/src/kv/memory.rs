@@ -19,7 +19,7 @@ use super::{
     KeyValue, Lease, LeaseId, LeaseKeeper, MetaKv, Op, ScanPage, Txn, TxnOutcome, WatchEvent,
     WatchStream, put_as_txn, scan_start, validate_key, validate_scan_limit, validate_txn,
 };
-use crate::error::{MetaError, Result};
+use crate::error::{InvalidRequest, MetaError, Result};
 
 const BACKEND: &str = "memory";
 
@@ -38,6 +38,8 @@ struct Inner {
     state: Mutex<State>,
     hub: WatchHub,
     clock: Arc<dyn Clock>,
+    /// Refuse transactions past this many compares or writes, as etcd does (tests).
+    max_txn_ops: Option<usize>,
 }
 
 /// An in-memory [`MetaKv`] with watches and leases.
@@ -65,6 +67,21 @@ impl MemoryKv {
                 state: Mutex::new(State::default()),
                 hub: WatchHub::new(),
                 clock,
+                max_txn_ops: None,
+            }),
+        }
+    }
+
+    /// An empty store that refuses transactions with more than `ops` compares or writes, as
+    /// etcd refuses them past its `--max-txn-ops` (for tests of the commits that must stay
+    /// within it).
+    pub fn with_txn_limit(ops: usize) -> Self {
+        MemoryKv {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State::default()),
+                hub: WatchHub::new(),
+                clock: Arc::new(SystemClock),
+                max_txn_ops: Some(ops),
             }),
         }
     }
@@ -139,6 +156,10 @@ impl MetaKv for MemoryKv {
         BACKEND
     }
 
+    fn max_txn_ops(&self) -> Option<usize> {
+        self.inner.max_txn_ops
+    }
+
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         validate_key(key)?;
         let state = self.inner.state();
@@ -170,6 +191,15 @@ impl MetaKv for MemoryKv {
 
     async fn txn(&self, txn: Txn) -> Result<TxnOutcome> {
         validate_txn(&txn)?;
+        if let Some(limit) = self.inner.max_txn_ops {
+            let ops = txn.compares.len().max(txn.on_success.len());
+            if ops > limit {
+                return Err(MetaError::Invalid(InvalidRequest::TooManyOperations {
+                    ops,
+                    limit,
+                }));
+            }
+        }
         let mut state = self.inner.state();
         let holds = txn
             .compares

@@ -243,6 +243,13 @@ pub trait MetaKv: Send + Sync + 'static {
     /// The backend's name, for errors and logs (`memory`, `redb`, `etcd`).
     fn backend(&self) -> &'static str;
 
+    /// The most compares, and the most writes, one [`Txn`] may hold on this backend, if it limits
+    /// them (etcd: `--max-txn-ops`, 128 by default); commits that grow with the number of
+    /// streams are split to stay within it. `None`: no limit.
+    fn max_txn_ops(&self) -> Option<usize> {
+        None
+    }
+
     /// Reads one key.
     async fn get(&self, key: &str) -> Result<Option<KeyValue>>;
 

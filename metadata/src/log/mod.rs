@@ -123,6 +123,15 @@ impl Metadata {
         })
     }
 
+    /// How many streams one commit may advance within the backend's transaction limit
+    /// ([`MetaKv::max_txn_ops`]): each takes a compare and a write, and may add an object of
+    /// its own; unlimited where the backend is.
+    pub fn streams_per_commit(&self) -> usize {
+        self.kv
+            .max_txn_ops()
+            .map_or(usize::MAX, |ops| (ops.saturating_sub(8) / 3).max(1))
+    }
+
     /// The underlying KV.
     pub fn kv(&self) -> &Arc<dyn MetaKv> {
         &self.kv

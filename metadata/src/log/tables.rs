@@ -103,7 +103,7 @@ impl Metadata {
                 .await;
         }
         let segment = keys::table_segment(&table.name, table.incarnation);
-        let mut ops = vec![Op::put(key.clone(), encode(table))];
+        let mut puts = Vec::with_capacity(assignments.len());
         for (partition, bucket, node) in assignments {
             keys::check_segment("partition", partition)?;
             keys::check_segment("node", node)?;
@@ -111,11 +111,18 @@ impl Metadata {
                 node: node.clone(),
                 leader: 0,
             };
-            ops.push(Op::put(
+            puts.push(Op::put(
                 keys::assignment(&segment, partition, *bucket),
                 encode(&record),
             ));
         }
+        // The table and as many assignments as one transaction takes; the rest right after,
+        // within the backend's limit (a bucket whose assignment is not written yet is served
+        // by whichever node it reaches, and moves once it is).
+        let per_txn = self.kv.max_txn_ops().unwrap_or(usize::MAX).max(2);
+        let rest = puts.split_off(puts.len().min(per_txn - 1));
+        let mut ops = vec![Op::put(key.clone(), encode(table))];
+        ops.extend(puts);
         let outcome = self
             .kv
             .txn(Txn {
@@ -123,14 +130,21 @@ impl Metadata {
                 on_success: ops,
             })
             .await?;
-        if outcome.succeeded {
-            Ok(())
-        } else {
-            Err(MetaError::AlreadyExists {
+        if !outcome.succeeded {
+            return Err(MetaError::AlreadyExists {
                 what: "table",
                 id: table.name.clone(),
-            })
+            });
         }
+        for chunk in rest.chunks(per_txn) {
+            self.kv
+                .txn(Txn {
+                    compares: Vec::new(),
+                    on_success: chunk.to_vec(),
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// The assignment at `key` (a key of [`keys::assignment`]), if the bucket has one.

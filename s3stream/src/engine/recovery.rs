@@ -17,9 +17,7 @@ use std::sync::atomic::Ordering;
 
 use mink_metadata::{Metadata, StreamState, WalCompacted};
 
-use super::compaction::writer::{
-    CommitContext, Part, STREAMS_PER_COMMIT, commit_parts, delete_wal_objects,
-};
+use super::compaction::writer::{CommitContext, Part, commit_parts, delete_wal_objects};
 use super::metrics::EngineMetrics;
 use super::settings::EngineSettings;
 use crate::batch::StreamBatch;
@@ -82,13 +80,14 @@ pub(crate) async fn recover(
         node: node.to_owned(),
         below,
     };
-    // Within etcd's limit on operations per transaction: a chunk of streams per commit, each
-    // with its own objects, and the WAL ids retired with the last. A crash between two commits
+    // Within the store's limit on operations per transaction (etcd: 128): a chunk of streams
+    // per commit, each with its own objects, and the WAL ids retired with the last. A crash between two commits
     // leaves the WAL registered; the next recovery skips what is already committed.
+    let per_commit = metadata.streams_per_commit();
     let mut chunks: Vec<Vec<Part>> = Vec::new();
     let mut parts = parts.into_iter().peekable();
     while parts.peek().is_some() {
-        chunks.push(parts.by_ref().take(STREAMS_PER_COMMIT).collect());
+        chunks.push(parts.by_ref().take(per_commit).collect());
     }
     let last = chunks.pop().unwrap_or_default();
     for chunk in chunks {

@@ -89,6 +89,29 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
         meta.create_table(&table).await.unwrap_err().kind(),
         ErrorKind::Conflict
     );
+    // A table with more bucket assignments than one etcd transaction takes.
+    let wide = TableRecord {
+        name: "wide".into(),
+        bucket_count: 300,
+        ..table.clone()
+    };
+    let assignments: Vec<(String, u32, String)> = (0..300)
+        .map(|b| ("default".to_owned(), b, format!("n{}", b % 3)))
+        .collect();
+    meta.create_table_assigned(&wide, &assignments)
+        .await
+        .unwrap();
+    let written = meta.assignments().await.unwrap();
+    assert_eq!(written.len(), 300);
+    assert!(written.iter().all(|(_, a)| a.leader == 0));
+    assert_eq!(
+        meta.create_table_assigned(&wide, &assignments)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Conflict
+    );
+    assert!(meta.delete_table("wide").await.unwrap());
     let t = meta
         .add_schema("orders", 2, "{\"fields\":[1]}")
         .await

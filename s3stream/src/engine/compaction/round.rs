@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord, WalCompacted};
 
 use super::plan::plan_round;
-use super::writer::{Part, STREAMS_PER_COMMIT, commit, delete_wal_objects, write_objects};
+use super::writer::{Part, commit, delete_wal_objects, write_objects};
 use crate::batch::StreamBatch;
 use crate::engine::lock::lock;
 use crate::engine::open_stream::OpenStream;
@@ -52,9 +52,10 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
     } else {
         u64::MAX
     };
+    let per_commit = engine.metadata.streams_per_commit();
     let mut plan = plan_round(&written, &streams, adopt_from)?;
-    if plan.ends.len() > STREAMS_PER_COMMIT {
-        // More streams than one metadata transaction holds (etcd allows 128 operations): the
+    if plan.ends.len() > per_commit {
+        // More streams than one metadata transaction holds (etcd: 128 operations): the
         // round is committed a chunk of streams at a time, each chunk with objects of its own,
         // so nothing is adopted (an adopted WAL object holds every stream it has).
         plan = plan_round(&written, &streams, u64::MAX)?;
@@ -89,7 +90,7 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
         node: engine.node.clone(),
         below: point,
     };
-    if plan.ends.len() <= STREAMS_PER_COMMIT {
+    if plan.ends.len() <= per_commit {
         // One transaction: the adopted objects, one set of written objects, every stream.
         for group in &plan.rewrite {
             let parts = group
@@ -130,7 +131,7 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
                 part_of(&streams, *id, &(from..*end))
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut chunks = parts.chunks(STREAMS_PER_COMMIT).peekable();
+        let mut chunks = parts.chunks(per_commit).peekable();
         while let Some(chunk) = chunks.next() {
             let written = write_objects(&context, chunk).await?;
             let request = CommitRequest {

@@ -84,11 +84,6 @@ pub(crate) async fn delete_wal_objects(
     }
 }
 
-/// Streams committed per metadata transaction when a commit would touch more: each costs a
-/// compare and a write (plus its objects), within etcd's default limit of 128 operations per
-/// transaction.
-pub(crate) const STREAMS_PER_COMMIT: usize = 40;
-
 /// Writes `parts` into committed objects and commits them (with `retire`) in one metadata
 /// transaction. Returns each part's new committed end, in order.
 pub(crate) async fn commit_parts(
