@@ -438,13 +438,15 @@ pub(crate) async fn run(options: &Options, dir: &Path) -> Result<String, Error> 
     let mut drain_md = String::new();
     let _ = write!(
         drain_md,
-        "### 8d. Graceful stop of a node holding {open} open buckets
-
-         SIGTERM to exit: **{:.2} s** ({}); afterwards {moved} of the table's {buckets} buckets          are assigned to the other two nodes. Goal: within a supervisor's usual 30 s: {}.
-
-",
+        "### 8d. Graceful stop of a node holding {open} open buckets\n\n\
+         SIGTERM to exit: **{:.2} s** ({}); afterwards {moved} of the table's {buckets} buckets \
+         are assigned to the other two nodes. Goal: within a supervisor's usual 30 s: {}.\n\n",
         drain.as_secs_f64(),
-        if stopped.is_ok() { "exit status 0" } else { "not a clean exit" },
+        if stopped.is_ok() {
+            "exit status 0"
+        } else {
+            "not a clean exit"
+        },
         verdict(stopped.is_ok() && drain < Duration::from_secs(30) && moved == buckets as usize)
     );
     let failover = median(failovers.clone());
