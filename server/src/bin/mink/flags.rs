@@ -1,103 +1,13 @@
-//! The `mink` binary: parses configuration and runs a node (`mink serve`); `mink transfer` asks a
-//! node to move a bucket.
-//!
-//! Settings come from, in increasing precedence: built-in defaults, the TOML file given with
-//! `--config` (or `MINK_CONFIG`), then each flag or its environment variable.
+//! The flags of `mink serve`: each sets the setting of the same name and nesting, and they lay
+//! over the configuration file, which lays over the defaults.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
+use mink_server::Settings;
 use mink_server::settings::{MetadataBackend, StorageBackend};
-use mink_server::{Node, Settings};
 use serde::Serialize;
-use tracing_subscriber::EnvFilter;
-
-/// Mink: table logs on object storage, over HTTP.
-#[derive(Debug, Parser)]
-#[command(name = "mink", version, about, long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run a node. With no flags: objects under ./mink-data/objects, metadata in
-    /// ./mink-data/meta.redb, HTTP on 127.0.0.1:6465.
-    Serve(Box<ServeArgs>),
-    /// Print the complete configuration file with every default.
-    DefaultConfig,
-    /// Move a bucket to another live node of the cluster (any node takes the request).
-    Transfer(TransferArgs),
-}
-
-#[derive(Debug, Args)]
-struct TransferArgs {
-    /// The HTTP URL of any node of the cluster (http:// only, for now).
-    #[arg(long, env = "MINK_URL", default_value = "http://127.0.0.1:6465")]
-    url: String,
-    /// The table.
-    #[arg(long)]
-    table: String,
-    /// The bucket.
-    #[arg(long)]
-    bucket: u32,
-    /// The partition.
-    #[arg(long, default_value = "default")]
-    partition: String,
-    /// The node id to move the bucket to (see GET /v1/cluster).
-    #[arg(long)]
-    to: String,
-    /// A write token, when the cluster requires one.
-    #[arg(long, env = "MINK_AUTH_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-}
-
-/// `text` percent-encoded for a URL path segment or query value (RFC 3986 unreserved kept).
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// `mink transfer`: prints the node's answer; fails with its error.
-async fn transfer(args: TransferArgs) -> Result<String, String> {
-    let url = format!(
-        "{}/v1/tables/{}/buckets/{}/transfer?partition={}",
-        args.url.trim_end_matches('/'),
-        escape(&args.table),
-        args.bucket,
-        escape(&args.partition)
-    );
-    let mut request = reqwest::Client::new()
-        .post(&url)
-        .json(&serde_json::json!({ "to": args.to }));
-    if let Some(token) = &args.token {
-        request = request.bearer_auth(token);
-    }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| format!("cannot reach {url}: {e}"))?;
-    let status = response.status();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| format!("reading the answer of {url}: {e}"))?;
-    if status.is_success() {
-        Ok(body)
-    } else {
-        Err(format!("{status}: {body}"))
-    }
-}
 
 #[derive(Debug, Args)]
 #[command(
@@ -106,13 +16,13 @@ settings (WAL group commit and retries, compaction, back-pressure) live in the c
 `mink default-config` prints the whole file with every default. Precedence: flags and environment \
 over the file over the defaults."
 )]
-struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// TOML configuration file (see `mink default-config`); flags override it.
     #[arg(long, env = "MINK_CONFIG")]
     config: Option<PathBuf>,
     /// Log format: text or json [default: text]. The filter is RUST_LOG [default: info].
     #[arg(long, env = "MINK_LOG_FORMAT")]
-    log_format: Option<LogFormat>,
+    pub(crate) log_format: Option<LogFormat>,
     #[command(flatten)]
     settings: SettingsFlags,
 }
@@ -419,14 +329,14 @@ struct TabletFlags {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
+pub(crate) enum LogFormat {
     Text,
     Json,
 }
 
 impl ServeArgs {
     /// The defaults, under the file's settings, under the flags and environment.
-    fn settings(&self) -> Result<Settings, String> {
+    pub(crate) fn settings(&self) -> Result<Settings, String> {
         let file = match &self.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -454,195 +364,11 @@ fn lay_over(under: &mut toml::Table, over: toml::Table) {
     }
 }
 
-fn init_logs(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => tracing::info!("Ctrl-C received"),
-        _ = term => tracing::info!("SIGTERM received"),
-    }
-}
-
-/// How a node that started stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stopped {
-    /// Asked to (SIGTERM, Ctrl-C), and shut down cleanly.
-    Asked,
-    /// Its WAL failed for good or its lease was lost: it exits for a supervisor to restart it.
-    WalFailed,
-}
-
-/// How long a node that lost its lease waits between attempts to rejoin (the metadata store may
-/// still be out of reach: a partition).
-const REJOIN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-
-async fn start(settings: &Settings) -> Result<Node, String> {
-    mink_server::NodeBuilder::from_settings(settings.clone())
-        .await
-        .map_err(|e| e.to_string())?
-        .start()
-        .await
-        .map_err(|e| e.to_string())
-}
-
-async fn serve(args: ServeArgs) -> Result<Stopped, String> {
-    let log_format = args.log_format.unwrap_or(LogFormat::Text);
-    init_logs(log_format);
-    let settings = args.settings()?;
-    let mut node = start(&settings).await?;
-    loop {
-        let failed = node.failed();
-        tokio::select! {
-            () = shutdown_signal() => {
-                Node::shutdown(node).await.map_err(|e| e.to_string())?;
-                return Ok(Stopped::Asked);
-            }
-            reason = failed => {
-                if node.lease_lost() {
-                    // Paused or cut off past the lease: this life acknowledges nothing more and
-                    // another node recovers it. The node id joins again as a new incarnation.
-                    tracing::error!(%reason, "the node's lease was lost; rejoining as a new incarnation");
-                    node.abandon().await;
-                    match rejoin(&settings).await {
-                        Some(next) => {
-                            node = next;
-                            continue;
-                        }
-                        None => return Ok(Stopped::Asked),
-                    }
-                }
-                // Not reopened in place: the restart's recovery replays the WAL objects that
-                // landed. Until then /healthz answers 503 with the reason, so the supervisor
-                // sees why.
-                let delay = node.settings().node.exit_delay_on_wal_failure;
-                tracing::error!(
-                    %reason,
-                    exit_in_ms = delay.as_millis() as u64,
-                    status = mink_server::node::EXIT_WAL_FAILED,
-                    "the node can no longer serve appends; it refuses them and exits to be restarted"
-                );
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = shutdown_signal() => {}
-                }
-                node.abort();
-                return Ok(Stopped::WalFailed);
-            }
-        }
-    }
-}
-
-/// Starts the next life of the node, trying again until it succeeds; `None` when asked to stop
-/// meanwhile.
-async fn rejoin(settings: &Settings) -> Option<Node> {
-    loop {
-        tokio::select! {
-            () = shutdown_signal() => return None,
-            started = start(settings) => match started {
-                Ok(node) => {
-                    tracing::info!("rejoined");
-                    return Some(node);
-                }
-                Err(message) => {
-                    tracing::warn!(%message, "cannot rejoin yet; trying again");
-                }
-            },
-        }
-        tokio::select! {
-            () = shutdown_signal() => return None,
-            () = tokio::time::sleep(REJOIN_RETRY) => {}
-        }
-    }
-}
-
-/// The runtime `builder` makes, with every driver on; `None` (said on stderr) when it cannot be
-/// built.
-fn runtime(mut builder: tokio::runtime::Builder) -> Option<tokio::runtime::Runtime> {
-    builder
-        .enable_all()
-        .build()
-        .map_err(|e| eprintln!("mink: cannot start the runtime: {e}"))
-        .ok()
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::DefaultConfig => {
-            #[expect(clippy::print_stdout, reason = "the configuration is the output")]
-            {
-                print!("{}", Settings::default().to_toml());
-            }
-            ExitCode::SUCCESS
-        }
-        Command::Transfer(args) => {
-            let Some(runtime) = runtime(tokio::runtime::Builder::new_current_thread()) else {
-                return ExitCode::FAILURE;
-            };
-            match runtime.block_on(transfer(args)) {
-                Ok(answer) => {
-                    #[expect(clippy::print_stdout, reason = "the node's answer is the output")]
-                    {
-                        println!("{answer}");
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(message) => {
-                    eprintln!("mink transfer: {message}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        Command::Serve(args) => {
-            let Some(runtime) = runtime(tokio::runtime::Builder::new_multi_thread()) else {
-                return ExitCode::FAILURE;
-            };
-            match runtime.block_on(serve(*args)) {
-                Ok(Stopped::Asked) => ExitCode::SUCCESS,
-                Ok(Stopped::WalFailed) => ExitCode::from(mink_server::node::EXIT_WAL_FAILED),
-                Err(message) => {
-                    tracing::error!(%message, "mink stopped");
-                    eprintln!("mink: {message}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Cli, Command};
+    use clap::Parser as _;
 
     fn serve(args: &[&str]) -> ServeArgs {
         let cli = Cli::try_parse_from(["mink", "serve"].iter().chain(args)).unwrap();

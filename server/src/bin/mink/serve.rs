@@ -1,0 +1,138 @@
+//! `mink serve`: a node's run until it is asked to stop, with its logs and signals; a node whose
+//! lease was lost rejoins in place as its next incarnation.
+
+use mink_server::{Node, Settings};
+use tracing_subscriber::EnvFilter;
+
+use crate::flags::{LogFormat, ServeArgs};
+
+fn init_logs(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => tracing::info!("Ctrl-C received"),
+        _ = term => tracing::info!("SIGTERM received"),
+    }
+}
+
+/// How a node that started stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stopped {
+    /// Asked to (SIGTERM, Ctrl-C), and shut down cleanly.
+    Asked,
+    /// Its WAL failed for good or its lease was lost: it exits for a supervisor to restart it.
+    WalFailed,
+}
+
+/// How long a node that lost its lease waits between attempts to rejoin (the metadata store may
+/// still be out of reach: a partition).
+const REJOIN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+async fn start(settings: &Settings) -> Result<Node, String> {
+    mink_server::NodeBuilder::from_settings(settings.clone())
+        .await
+        .map_err(|e| e.to_string())?
+        .start()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+pub(crate) async fn serve(args: ServeArgs) -> Result<Stopped, String> {
+    let log_format = args.log_format.unwrap_or(LogFormat::Text);
+    init_logs(log_format);
+    let settings = args.settings()?;
+    let mut node = start(&settings).await?;
+    loop {
+        let failed = node.failed();
+        tokio::select! {
+            () = shutdown_signal() => {
+                Node::shutdown(node).await.map_err(|e| e.to_string())?;
+                return Ok(Stopped::Asked);
+            }
+            reason = failed => {
+                if node.lease_lost() {
+                    // Paused or cut off past the lease: this life acknowledges nothing more and
+                    // another node recovers it. The node id joins again as a new incarnation.
+                    tracing::error!(%reason, "the node's lease was lost; rejoining as a new incarnation");
+                    node.abandon().await;
+                    match rejoin(&settings).await {
+                        Some(next) => {
+                            node = next;
+                            continue;
+                        }
+                        None => return Ok(Stopped::Asked),
+                    }
+                }
+                // Not reopened in place: the restart's recovery replays the WAL objects that
+                // landed. Until then /healthz answers 503 with the reason, so the supervisor
+                // sees why.
+                let delay = node.settings().node.exit_delay_on_wal_failure;
+                tracing::error!(
+                    %reason,
+                    exit_in_ms = delay.as_millis() as u64,
+                    status = mink_server::node::EXIT_WAL_FAILED,
+                    "the node can no longer serve appends; it refuses them and exits to be restarted"
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = shutdown_signal() => {}
+                }
+                node.abort();
+                return Ok(Stopped::WalFailed);
+            }
+        }
+    }
+}
+
+/// Starts the next life of the node, trying again until it succeeds; `None` when asked to stop
+/// meanwhile.
+async fn rejoin(settings: &Settings) -> Option<Node> {
+    loop {
+        tokio::select! {
+            () = shutdown_signal() => return None,
+            started = start(settings) => match started {
+                Ok(node) => {
+                    tracing::info!("rejoined");
+                    return Some(node);
+                }
+                Err(message) => {
+                    tracing::warn!(%message, "cannot rejoin yet; trying again");
+                }
+            },
+        }
+        tokio::select! {
+            () = shutdown_signal() => return None,
+            () = tokio::time::sleep(REJOIN_RETRY) => {}
+        }
+    }
+}
