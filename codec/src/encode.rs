@@ -144,35 +144,43 @@ impl Encoder {
                 .map_err(|source| Error::Encode { source })?;
             ipc::write_message(out, start, &encoded.ipc_message, &encoded.arrow_data)?;
         }
-        let total = out.len() - start;
-        let length = i32::try_from(total - LENGTH_PREFIX).map_err(|_| Error::TooLarge {
-            what: "batch size in bytes",
-            value: total,
-            max: i32::MAX as usize + LENGTH_PREFIX,
-        })?;
-        let header = Header {
-            base_offset: 0,
-            length,
-            magic: MAGIC,
-            commit_timestamp: 0,
-            leader_epoch: 0,
-            crc: 0,
-            schema_id: meta.schema_id,
-            attributes: if change_types.is_none() {
-                ATTR_APPEND_ONLY
-            } else {
-                0
-            },
-            last_offset_delta: record_count - 1,
-            writer_id: meta.writer_id,
-            batch_sequence: meta.batch_sequence,
-            record_count,
-        };
-        let batch = out.get_mut(start..).unwrap_or_default();
-        put(batch, 0, &header.to_bytes());
-        seal_crc(batch);
-        Ok(())
+        seal(out, start, record_count, meta, change_types.is_none())
     }
+}
+
+/// Writes the header of the batch that starts at `start` in `out` (its change vector and Arrow
+/// message already follow the header's room) and seals its CRC.
+pub(crate) fn seal(
+    out: &mut [u8],
+    start: usize,
+    record_count: i32,
+    meta: BatchMeta,
+    append_only: bool,
+) -> Result<()> {
+    let total = out.len() - start;
+    let length = i32::try_from(total - LENGTH_PREFIX).map_err(|_| Error::TooLarge {
+        what: "batch size in bytes",
+        value: total,
+        max: i32::MAX as usize + LENGTH_PREFIX,
+    })?;
+    let header = Header {
+        base_offset: 0,
+        length,
+        magic: MAGIC,
+        commit_timestamp: 0,
+        leader_epoch: 0,
+        crc: 0,
+        schema_id: meta.schema_id,
+        attributes: if append_only { ATTR_APPEND_ONLY } else { 0 },
+        last_offset_delta: record_count - 1,
+        writer_id: meta.writer_id,
+        batch_sequence: meta.batch_sequence,
+        record_count,
+    };
+    let batch = out.get_mut(start..).unwrap_or_default();
+    put(batch, 0, &header.to_bytes());
+    seal_crc(batch);
+    Ok(())
 }
 
 /// Change types to write: typed (from a caller) or raw bytes copied from a checked batch.

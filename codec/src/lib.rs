@@ -5,7 +5,9 @@
 //! [`BatchView`], which check them ([`BatchView::check_header`] on the append path, [`BatchView::validate`],
 //! [`BatchView::decode`]) and never panic on any input. The tablet stamps offsets, timestamps and epochs
 //! in place ([`write_append_fields`]) and rewrites batches to projected columns ([`Projection`]). Arrow
-//! IPC streams from a client pass the same checks ([`ipc_stream_schema`], [`decode_ipc_stream`]). The
+//! IPC streams from a client pass the same checks ([`ipc_stream_schema`], [`decode_ipc_stream`]), and so do
+//! record batches that arrive as a flatbuffer message and a body apart (Arrow Flight:
+//! [`batch_from_message`], [`BatchView::message_parts`]). The
 //! codec does no I/O.
 //!
 //! # Batch layout (format version 1)
@@ -56,6 +58,7 @@ mod error;
 pub mod header;
 mod ipc;
 mod ipc_stream;
+mod message;
 mod projection;
 mod view;
 
@@ -67,5 +70,6 @@ pub use header::{
     write_commit_timestamp, write_leader_epoch,
 };
 pub use ipc_stream::{decode_ipc_stream, ipc_stream_schema};
+pub use message::batch_from_message;
 pub use projection::Projection;
 pub use view::{BatchBuf, BatchView, Batches, batches};

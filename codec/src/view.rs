@@ -397,7 +397,7 @@ impl<B: BatchBuf> BatchView<B> {
     }
 
     /// Locates the Arrow message; `None` for a header-only zero-row batch. Call after `check_header`.
-    fn message(&self) -> Result<Option<MessageLayout>> {
+    pub(crate) fn message(&self) -> Result<Option<MessageLayout>> {
         let bytes = self.as_bytes();
         let start = self.message_start();
         if start >= bytes.len() {

@@ -6,7 +6,9 @@ mod common;
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use mink_codec::header::{CRC_START, pos};
-use mink_codec::{BatchMeta, BatchView, ChangeType, Projection, batches, encode_batch};
+use mink_codec::{
+    BatchMeta, BatchView, ChangeType, Projection, batch_from_message, batches, encode_batch,
+};
 use proptest::prelude::*;
 
 fn exercise(buf: &[u8], schema: &SchemaRef, projection: &mut Projection) -> usize {
@@ -121,6 +123,36 @@ proptest! {
         reseal(&mut buf);
         let mut projection = Projection::new(rb.schema(), &[6, 0, 4]).unwrap();
         exercise(&buf, &rb.schema(), &mut projection);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// A record batch that arrives as a flatbuffer message and a body apart (Arrow Flight), both
+    /// mutated: assembling it never panics, and a batch it assembles validates, decodes or errors.
+    #[test]
+    fn mutated_message_parts_never_panic(
+        rows in 1usize..12,
+        seed in any::<u64>(),
+        message_mutations in prop::collection::vec(mutation(), 0..4),
+        body_mutations in prop::collection::vec(mutation(), 0..4),
+    ) {
+        let rb = common::make_batch(&common::fixed_columns(), rows, seed);
+        let stored = encode_batch(&rb, None, BatchMeta::new(1)).unwrap();
+        let view = BatchView::new(&stored[..]).unwrap();
+        let (message, body) = view.message_parts().unwrap().unwrap();
+        let (mut message, mut body) = (stored[message].to_vec(), stored[body].to_vec());
+        for m in &message_mutations {
+            apply(&mut message, m);
+        }
+        for m in &body_mutations {
+            apply(&mut body, m);
+        }
+        if let Ok(batch) = batch_from_message(BatchMeta::new(1), &message, &body) {
+            let mut projection = Projection::new(rb.schema(), &[4, 6]).unwrap();
+            prop_assert_eq!(exercise(&batch, &rb.schema(), &mut projection), 1, "an assembled batch frames and validates");
+        }
     }
 }
 
