@@ -133,16 +133,22 @@ pub fn ipc_stream_schema(stream: &[u8]) -> Result<Schema> {
         needed: 8,
         available: stream.len(),
     })?;
+    schema_of(frame.meta, frame.meta_start, "the stream starts with")
+}
+
+/// The schema in the flatbuffer `Message` `meta` found at `position`; `what` begins the error
+/// for a message of another type.
+pub(crate) fn schema_of(meta: &[u8], position: usize, what: &str) -> Result<Schema> {
     let invalid = |reason: String| Error::InvalidArrowMessage {
         field: field::ARROW_METADATA,
-        position: frame.meta_start,
+        position,
         reason,
     };
-    let message = arrow_ipc::root_as_message(frame.meta)
+    let message = arrow_ipc::root_as_message(meta)
         .map_err(|e| invalid(format!("flatbuffer does not verify: {e}")))?;
     let schema = message.header_as_schema().ok_or_else(|| {
         invalid(format!(
-            "the stream starts with a {:?} message, not its Schema",
+            "{what} a {:?} message, not its Schema",
             message.header_type()
         ))
     })?;

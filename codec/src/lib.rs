@@ -70,6 +70,6 @@ pub use header::{
     write_commit_timestamp, write_leader_epoch,
 };
 pub use ipc_stream::{decode_ipc_stream, ipc_stream_schema};
-pub use message::batch_from_message;
+pub use message::{batch_from_message, schema_from_message};
 pub use projection::Projection;
 pub use view::{BatchBuf, BatchView, Batches, batches};

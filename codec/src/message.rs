@@ -11,6 +11,7 @@
 use std::ops::Range;
 
 use arrow_ipc::MetadataVersion;
+use arrow_schema::Schema;
 
 use crate::encode::{BatchMeta, seal};
 use crate::error::{Error, Result, field};
@@ -66,6 +67,12 @@ pub fn batch_from_message(meta: BatchMeta, message: &[u8], body: &[u8]) -> Resul
     ipc::write_message(&mut out, 0, message, body)?;
     seal(&mut out, 0, record_count, meta, true)?;
     Ok(out)
+}
+
+/// The schema a flatbuffer `Message` holding a `Schema` carries (the first message of an Arrow
+/// Flight stream), or [`Error::InvalidArrowMessage`] for anything else.
+pub fn schema_from_message(message: &[u8]) -> Result<Schema> {
+    crate::ipc_stream::schema_of(message, 0, "expected a schema, found")
 }
 
 impl<B: BatchBuf> BatchView<B> {
@@ -146,6 +153,27 @@ mod tests {
                 "{garbage:?}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn a_schema_message_gives_its_schema_and_a_batch_message_is_refused() {
+        let rows = rows();
+        let options = arrow_ipc::writer::IpcWriteOptions::default();
+        let encoded = arrow_ipc::writer::IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
+            &rows.schema(),
+            &mut arrow_ipc::writer::DictionaryTracker::new(false),
+            &options,
+        );
+        assert_eq!(
+            schema_from_message(&encoded.ipc_message).unwrap(),
+            *rows.schema()
+        );
+        let stored = encode_batch(&rows, None, BatchMeta::new(0)).unwrap();
+        let view = BatchView::new(&stored[..]).unwrap();
+        let (message, _) = view.message_parts().unwrap().unwrap();
+        let e = schema_from_message(&stored[message]).unwrap_err();
+        assert!(e.to_string().contains("RecordBatch"), "{e}");
+        assert!(schema_from_message(b"junk").is_err());
     }
 
     #[test]

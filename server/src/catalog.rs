@@ -46,6 +46,15 @@ impl TableSchemas {
             .map(|(id, s)| (*id, s.clone()))
     }
 
+    /// Every schema id and its schema, oldest first.
+    pub fn all(&self) -> Vec<(i16, SchemaRef)> {
+        self.schemas
+            .read()
+            .iter()
+            .map(|(id, s)| (*id, s.clone()))
+            .collect()
+    }
+
     fn insert(&self, schema_id: i16, schema: SchemaRef) {
         self.schemas.write().entry(schema_id).or_insert(schema);
     }
@@ -80,6 +89,36 @@ impl TableInfo {
     /// The table's name.
     pub fn name(&self) -> String {
         self.record.read().name.clone()
+    }
+
+    /// The schema batches of `schema_id` decode with, projected to `columns` (by name; a name
+    /// the version lacks is a 400 `unknown_column`).
+    pub fn read_schema(&self, schema_id: i16, columns: Option<&[String]>) -> ApiResult<SchemaRef> {
+        let schema = self
+            .schemas
+            .get(schema_id)
+            .ok_or_else(|| ApiError::Internal {
+                message: format!("a stored batch has schema id {schema_id}, which the table lacks"),
+            })?;
+        let Some(columns) = columns else {
+            return Ok(schema);
+        };
+        let indices = columns
+            .iter()
+            .map(|c| {
+                schema.index_of(c).map_err(|_| {
+                    ApiError::invalid(
+                        "unknown_column",
+                        format!("column `{c}` is not in schema {schema_id}"),
+                    )
+                })
+            })
+            .collect::<ApiResult<Vec<_>>>()?;
+        Ok(Arc::new(schema.project(&indices).map_err(|e| {
+            ApiError::Internal {
+                message: e.to_string(),
+            }
+        })?))
     }
 }
 

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Authenticator;
 use crate::bucket_log::{AppendOutcome, BucketLog, LogKey, LogProvider, Logs, Owner, ReadChunk};
 use crate::catalog::{Catalog, TableInfo};
+use crate::budget::Budget;
 use crate::cluster::{OwnershipView, Route};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
@@ -38,6 +39,8 @@ pub struct NodeCore {
     catalog: Catalog,
     logs: Logs,
     metrics: Arc<Metrics>,
+    /// The node-wide budget of request bytes in flight, shared by the front ends.
+    budget: Arc<Budget>,
     engine: Engine,
     /// Cancelled when the node starts shutting down: parked readers return at once.
     shutdown: CancellationToken,
@@ -65,10 +68,12 @@ impl NodeCore {
         engine: Engine,
         provider: Arc<dyn LogProvider>,
     ) -> Self {
+        let metrics = Arc::new(Metrics::new(Some(engine.clone())));
         NodeCore {
             catalog: Catalog::new(metadata.clone(), settings.limits.clone()),
             logs: Logs::new(provider),
-            metrics: Arc::new(Metrics::new(Some(engine.clone()))),
+            budget: Budget::new(settings.http.max_inflight_request_bytes, metrics.clone()),
+            metrics,
             settings,
             authenticator,
             writer_high_mark: AtomicU64::new(0),
@@ -130,6 +135,11 @@ impl NodeCore {
     /// The registry of open bucket logs.
     pub fn logs(&self) -> &Logs {
         &self.logs
+    }
+
+    /// The node-wide budget of request bytes in flight.
+    pub(crate) fn budget(&self) -> &Arc<Budget> {
+        &self.budget
     }
 
     /// The node's metrics.

@@ -23,6 +23,7 @@
 
 pub mod auth;
 pub mod bucket_log;
+mod budget;
 pub mod catalog;
 pub mod cluster;
 pub mod core;

@@ -69,6 +69,12 @@ pub struct Metrics {
     pub cluster_leader: Gauge,
     /// Buckets released to other nodes (transfers, re-spreads, drains).
     pub cluster_releases: Counter,
+    /// Arrow Flight connections open now.
+    pub flight_connections: Gauge,
+    /// Flight connections closed at accept by the connection limits.
+    pub flight_connections_refused: Counter,
+    /// Live DoGet streams open now (`flight.max_live_streams`).
+    pub flight_live_streams: Gauge,
 }
 
 impl Metrics {
@@ -93,6 +99,9 @@ impl Metrics {
         let cluster_recoveries = Counter::default();
         let cluster_leader = Gauge::default();
         let cluster_releases = Counter::default();
+        let flight_connections = Gauge::default();
+        let flight_connections_refused = Counter::default();
+        let flight_live_streams = Gauge::default();
         registry.register("appends", "Append requests served", appends.clone());
         registry.register(
             "append_bytes",
@@ -171,6 +180,21 @@ impl Metrics {
             "Buckets this node released to other nodes",
             cluster_releases.clone(),
         );
+        registry.register(
+            "flight_connections",
+            "Arrow Flight connections open",
+            flight_connections.clone(),
+        );
+        registry.register(
+            "flight_connections_refused",
+            "Arrow Flight connections closed at accept by the connection limits",
+            flight_connections_refused.clone(),
+        );
+        registry.register(
+            "flight_live_streams",
+            "Live DoGet streams open (limit flight.max_live_streams)",
+            flight_live_streams.clone(),
+        );
         if let Some(engine) = engine {
             registry.register_collector(Box::new(EngineCollector { engine }));
         }
@@ -194,6 +218,9 @@ impl Metrics {
             cluster_recoveries,
             cluster_leader,
             cluster_releases,
+            flight_connections,
+            flight_connections_refused,
+            flight_live_streams,
         }
     }
 

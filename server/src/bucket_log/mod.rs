@@ -25,7 +25,7 @@ use crate::catalog::TableInfo;
 use crate::error::ApiResult;
 
 /// What an append did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendOutcome {
     /// Offset of the first row appended (or appended the first time, for a duplicate).
     pub base_offset: u64,
@@ -34,6 +34,21 @@ pub struct AppendOutcome {
     /// Commit timestamp of the last batch, milliseconds since the Unix epoch.
     pub commit_timestamp: i64,
     /// The request was a retry of batches already appended: nothing was appended now.
+    pub duplicate: bool,
+    /// Each batch of the request, in request order.
+    pub batches: Vec<BatchOutcome>,
+}
+
+/// What an append did with one of its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Offset of its first row (the first time, for a duplicate).
+    pub base_offset: u64,
+    /// The offset after its last row.
+    pub next_offset: u64,
+    /// Its commit timestamp, milliseconds since the Unix epoch.
+    pub commit_timestamp: i64,
+    /// A retry of a batch already appended: nothing was appended for it now.
     pub duplicate: bool,
 }
 

@@ -14,7 +14,7 @@ use mink_s3stream::engine::Engine;
 use mink_tablet::{Columns, ErrorKind, Isolation, Schemas, Tablet, TabletId, TabletSettings};
 use tokio_util::sync::CancellationToken;
 
-use super::{AppendOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
+use super::{AppendOutcome, BatchOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
 use crate::catalog::{TableInfo, TableSchemas};
 use crate::cluster::Suspects;
 use crate::error::{ApiError, ApiResult};
@@ -146,6 +146,16 @@ impl BucketLog for TabletLog {
             last_offset: result.next_offset().saturating_sub(1),
             commit_timestamp: result.batches.last().map_or(0, |b| b.commit_timestamp),
             duplicate: result.is_duplicate(),
+            batches: result
+                .batches
+                .iter()
+                .map(|b| BatchOutcome {
+                    base_offset: b.base_offset,
+                    next_offset: b.next_offset(),
+                    commit_timestamp: b.commit_timestamp,
+                    duplicate: b.duplicate,
+                })
+                .collect(),
         })
     }
 

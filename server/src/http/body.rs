@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use http_body_util::BodyExt;
 
-use super::budget::{Budget, Permit};
+use crate::budget::{Budget, Permit};
 use crate::error::{ApiError, ApiResult};
 
 /// The body, read whole, and the permit that holds its bytes.

@@ -26,12 +26,23 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+
 use super::connection::{Activity, ConnectionService, TimedIo, Timeouts};
-use crate::metrics::Metrics;
 use crate::settings::HttpSettings;
 
 /// How long the loop waits after an accept error that is not about one connection.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// The metrics of one listener's connections.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionGauges {
+    /// Open now.
+    pub(crate) open: Gauge,
+    /// Closed at accept by a limit.
+    pub(crate) refused: Counter,
+}
 
 /// Open connections, in all and per client address.
 #[derive(Debug)]
@@ -39,7 +50,7 @@ struct ConnectionLimits {
     max: usize,
     per_client: usize,
     open: Mutex<Open>,
-    metrics: Arc<Metrics>,
+    gauges: ConnectionGauges,
 }
 
 #[derive(Debug, Default)]
@@ -49,12 +60,12 @@ struct Open {
 }
 
 impl ConnectionLimits {
-    fn new(settings: &HttpSettings, metrics: Arc<Metrics>) -> Arc<Self> {
+    fn new(settings: &HttpSettings, gauges: ConnectionGauges) -> Arc<Self> {
         Arc::new(ConnectionLimits {
             max: settings.max_connections,
             per_client: settings.max_connections_per_client,
             open: Mutex::new(Open::default()),
-            metrics,
+            gauges,
         })
     }
 
@@ -70,14 +81,14 @@ impl ConnectionLimits {
                 (self.per_client, "http.max_connections_per_client")
             };
             drop(open);
-            self.metrics.connections_refused.inc();
+            self.gauges.refused.inc();
             tracing::debug!(%client, limit, setting, "connection refused at accept");
             return None;
         }
         open.total += 1;
         open.by_client.insert(client, of_client + 1);
         drop(open);
-        self.metrics.connections.inc();
+        self.gauges.open.inc();
         Some(Slot {
             limits: Arc::clone(self),
             client,
@@ -117,7 +128,7 @@ impl Drop for Slot {
             }
         }
         drop(open);
-        self.limits.metrics.connections.dec();
+        self.limits.gauges.open.dec();
     }
 }
 
@@ -141,16 +152,18 @@ struct Shared {
     timeouts: Timeouts,
 }
 
-/// Serves `app` on `listener` until `stop` fires and the last connection has ended.
-pub(super) async fn serve(
+/// Serves `app` on `listener` until `stop` fires and the last connection has ended, with the
+/// connection limits and timeouts of `settings`, counted in `gauges`. The HTTP API and the
+/// Flight front end (gRPC over HTTP/2) are both served this way.
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     tls: Option<TlsAcceptor>,
     settings: &HttpSettings,
-    metrics: Arc<Metrics>,
+    gauges: ConnectionGauges,
     stop: CancellationToken,
 ) -> io::Result<()> {
-    let limits = ConnectionLimits::new(settings, metrics);
+    let limits = ConnectionLimits::new(settings, gauges);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The timer serves hyper's HTTP/2 keep-alive; header and idle clocks are `connection.rs`'s.
     builder.http1().timer(TokioTimer::new());
@@ -283,13 +296,17 @@ mod tests {
 
     #[test]
     fn connections_past_a_limit_are_refused_and_closed_ones_free_their_place() {
-        let metrics = Arc::new(Metrics::new(None));
+        let metrics = Arc::new(crate::metrics::Metrics::new(None));
         let settings = HttpSettings {
             max_connections: 3,
             max_connections_per_client: 2,
             ..HttpSettings::default()
         };
-        let limits = ConnectionLimits::new(&settings, metrics.clone());
+        let gauges = ConnectionGauges {
+            open: metrics.connections.clone(),
+            refused: metrics.connections_refused.clone(),
+        };
+        let limits = ConnectionLimits::new(&settings, gauges);
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let b: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
         let c: IpAddr = "127.0.0.3".parse().unwrap();

@@ -21,7 +21,7 @@
 //!
 //! Files: `listener` (the accept loop, connection limits, TLS handshakes), `connection` (one
 //! connection's header, idle and write timeouts and its service), `tls` (the rustls
-//! configuration of `[http.tls]`), `budget` (the node-wide budget of request bytes in flight),
+//! configuration of `[http.tls]`),
 //! `body` (an append's body read within its format's limit), `hosts` (the `Host` allowlist),
 //! `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
 //! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
@@ -34,7 +34,6 @@
 
 mod auth;
 mod body;
-mod budget;
 mod cluster;
 mod connection;
 mod error;
@@ -66,6 +65,7 @@ use tokio::task::JoinHandle;
 use tower_http::trace::TraceLayer;
 use tracing::Span;
 
+pub(crate) use listener::ConnectionGauges;
 pub use headers::{
     HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
 };
@@ -73,7 +73,7 @@ pub use headers::{
 use crate::core::NodeCore;
 use crate::error::ApiError;
 
-/// A running HTTP front end.
+/// A running HTTP server (the API, or the Flight front end).
 pub(crate) struct HttpServer {
     /// The address it listens on.
     pub(crate) addr: SocketAddr,
@@ -86,17 +86,33 @@ pub(crate) struct HttpServer {
 pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
     let settings = core.settings();
     error::set_retry_after(settings.http.retry_after_secs);
-    let tls = tls::acceptor(&settings.http.tls)?;
-    let listener = TcpListener::bind(settings.listen).await?;
-    let addr = listener.local_addr()?;
+    let gauges = ConnectionGauges {
+        open: core.metrics().connections.clone(),
+        refused: core.metrics().connections_refused.clone(),
+    };
     let app = router(core.clone());
+    serve_on(core.clone(), settings.listen, app, gauges).await
+}
+
+/// Binds `addr` and serves `app` there until the core shuts down, with `[http]`'s connection
+/// limits and timeouts and `[http.tls]`'s certificate (read first), counting connections in
+/// `gauges`: the HTTP API and the Flight front end are served alike.
+pub(crate) async fn serve_on(
+    core: Arc<NodeCore>,
+    addr: SocketAddr,
+    app: Router,
+    gauges: ConnectionGauges,
+) -> std::io::Result<HttpServer> {
+    let tls = tls::acceptor(&core.settings().http.tls)?;
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
         listener::serve(
             listener,
             app,
             tls,
             &core.settings().http,
-            core.metrics().clone(),
+            gauges,
             core.shutdown_signal().clone(),
         )
         .await
@@ -107,7 +123,7 @@ pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
 /// The router of the whole API, with its middleware.
 pub(crate) fn router(core: Arc<NodeCore>) -> Router {
     let http = &core.settings().http;
-    let budget = budget::Budget::new(http.max_inflight_request_bytes, core.metrics().clone());
+    let budget = core.budget().clone();
     let v1 = Router::new()
         .route("/tables", post(tables::create).get(tables::list))
         .route(

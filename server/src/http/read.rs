@@ -161,39 +161,6 @@ pub(crate) async fn serve(
     Ok(response)
 }
 
-/// The schema batches of `schema_id` decode with, projected to `columns`.
-pub(crate) fn read_schema(
-    info: &TableInfo,
-    schema_id: i16,
-    columns: Option<&[String]>,
-) -> ApiResult<SchemaRef> {
-    let schema = info
-        .schemas
-        .get(schema_id)
-        .ok_or_else(|| ApiError::Internal {
-            message: format!("a stored batch has schema id {schema_id}, which the table lacks"),
-        })?;
-    let Some(columns) = columns else {
-        return Ok(schema);
-    };
-    let indices = columns
-        .iter()
-        .map(|c| {
-            schema.index_of(c).map_err(|_| {
-                ApiError::invalid(
-                    "unknown_column",
-                    format!("column `{c}` is not in schema {schema_id}"),
-                )
-            })
-        })
-        .collect::<ApiResult<Vec<_>>>()?;
-    Ok(Arc::new(schema.project(&indices).map_err(|e| {
-        ApiError::Internal {
-            message: e.to_string(),
-        }
-    })?))
-}
-
 /// The body of a chunk in `format` and the offset after what it holds. NDJSON and Arrow bodies
 /// hold the rows within `[from, until)`, at most `bound` rendered bytes plus one piece of rows,
 /// and stream (see [`format::render_bounded`]); mink batches are sent as stored.
@@ -219,7 +186,7 @@ fn render(
             let mut rows = Vec::with_capacity(chunk.batches.len());
             let mut first = None;
             for b in &chunk.batches {
-                let schema = read_schema(info, format::schema_id_of(b)?, columns)?;
+                let schema = info.read_schema(format::schema_id_of(b)?, columns)?;
                 first.get_or_insert_with(|| schema.clone());
                 rows.extend(stored_rows(b, &schema)?);
             }
@@ -243,7 +210,7 @@ fn render(
                         break;
                     }
                     None => {
-                        let schema = read_schema(info, id, columns)?;
+                        let schema = info.read_schema(id, columns)?;
                         first = Some((id, schema.clone()));
                         schema
                     }
@@ -278,7 +245,7 @@ pub(crate) fn stored_rows(batch: &Bytes, schema: &SchemaRef) -> ApiResult<Option
 /// The table's newest schema, projected: the schema of an empty Arrow response.
 fn latest_schema(info: &TableInfo, columns: Option<&[String]>) -> ApiResult<SchemaRef> {
     let latest = info.schemas.latest().map_or(0, |(id, _)| id);
-    read_schema(info, latest, columns)
+    info.read_schema(latest, columns)
 }
 
 /// The body of a rendered response: whole when the sizing pass kept all of it, else its head

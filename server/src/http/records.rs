@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::body;
-use super::budget::Budget;
+use crate::budget::Budget;
 use super::extract::{BucketQuery, bucket_log, json_body, query};
 use super::headers::{SCHEMA_ID, SEQUENCE, WRITER_ID, header_number};
 use super::parked::ParkedReads;

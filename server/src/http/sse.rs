@@ -26,7 +26,7 @@ use bytes::Bytes;
 
 use super::headers::position_headers;
 use super::parked::ParkedRead;
-use super::read::{Parking, ReadQuery, read_schema, start_offset, stored_rows};
+use super::read::{Parking, ReadQuery, start_offset, stored_rows};
 use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
@@ -88,7 +88,7 @@ pub(crate) fn serve(
     }
     let columns = q.columns();
     if let (Some(c), Some((id, _))) = (&columns, info.schemas.latest()) {
-        read_schema(&info, id, Some(c))?;
+        info.read_schema(id, Some(c))?;
     }
     let place = parking.admit()?;
     let http = &core.settings().http;
@@ -177,11 +177,9 @@ impl Feed {
                 self.next = self.next.max(self.queue_end);
                 return Ok(None);
             };
-            let schema = read_schema(
-                &self.info,
-                format::schema_id_of(&batch)?,
-                self.columns.as_deref(),
-            )?;
+            let schema = self
+                .info
+                .read_schema(format::schema_id_of(&batch)?, self.columns.as_deref())?;
             match stored_rows(&batch, &schema)? {
                 Some(rows) => {
                     let (start, end) = rows.window(self.next, self.until);

@@ -23,6 +23,11 @@ pub struct ClusterSettings {
     /// listen address, with `https` when TLS is on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advertise_http: Option<String>,
+    /// The Arrow Flight URL FlightInfo endpoints name for this node's buckets
+    /// (`grpc://10.0.0.5:8815`). Default: the Flight listen address, with `grpc+tls` when TLS is
+    /// on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertise_flight: Option<String>,
     /// Buckets the leader moves per pass (about every two seconds) to balance the nodes when one
     /// joins; a dead or draining node's buckets all move at once. 0 turns balancing off.
     /// Default 16.
@@ -40,6 +45,7 @@ impl Default for ClusterSettings {
             lease_ttl: Duration::from_secs(5),
             lease_margin: Duration::from_millis(500),
             advertise_http: None,
+            advertise_flight: None,
             max_concurrent_moves: 16,
             drain_timeout: Duration::from_secs(20),
         }
@@ -74,6 +80,16 @@ impl ClusterSettings {
             if !scheme_ok || url.parse::<axum::http::Uri>().is_err() {
                 return Err(format!(
                     "cluster.advertise_http must be an http:// or https:// URL, not {url:?}"
+                ));
+            }
+        }
+        if let Some(url) = &self.advertise_flight {
+            let scheme_ok = url.starts_with("grpc://")
+                || url.starts_with("grpc+tcp://")
+                || url.starts_with("grpc+tls://");
+            if !scheme_ok || url.parse::<axum::http::Uri>().is_err() {
+                return Err(format!(
+                    "cluster.advertise_flight must be a grpc://, grpc+tcp:// or grpc+tls:// URL, not {url:?}"
                 ));
             }
         }

@@ -52,14 +52,22 @@
 //! # advertise_http = "http://10.0.0.5:6465"
 //! max_concurrent_moves = 16
 //! drain_timeout_ms = 20000
+//! # advertise_flight = "grpc://10.0.0.5:8815"
+//!
+//! [flight]                 # the Arrow Flight front end; listen = "none" turns it off
+//! listen = "127.0.0.1:8815"
+//! max_message_bytes = 16777216
+//! ...
 //! ```
 
 mod auth;
 mod body_limits;
 mod chaos;
 mod cluster;
+mod flight;
 mod http;
 mod limits;
+pub mod listen;
 mod node;
 mod storage;
 mod tablet;
@@ -76,6 +84,7 @@ pub(crate) use auth::{check_tables, check_token};
 pub use body_limits::BodyLimits;
 pub use chaos::ChaosSettings;
 pub use cluster::ClusterSettings;
+pub use flight::{DEFAULT_FLIGHT_PORT, FlightSettings};
 pub use http::HttpSettings;
 pub use limits::LimitsSettings;
 pub use node::NodeSettings;
@@ -111,6 +120,8 @@ pub struct Settings {
     pub node: NodeSettings,
     /// Cluster membership: the node's lease and advertised address.
     pub cluster: ClusterSettings,
+    /// The Arrow Flight front end: where it listens, its limits.
+    pub flight: FlightSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
     /// Every tablet's limits and cadences (rows, writers, request size, snapshots).
@@ -135,6 +146,7 @@ impl Default for Settings {
             auth: AuthSettings::default(),
             node: NodeSettings::default(),
             cluster: ClusterSettings::default(),
+            flight: FlightSettings::default(),
             engine: EngineSettings::default(),
             tablet: TabletSettings::default(),
             chaos: None,
@@ -182,6 +194,7 @@ impl Settings {
         tablet::validate(&self.tablet)?;
         self.node.validate()?;
         self.cluster.validate()?;
+        self.flight.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }

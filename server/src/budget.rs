@@ -1,8 +1,9 @@
-//! The node-wide budget of request bytes in flight (`http.max_inflight_request_bytes`).
+//! The node-wide budget of request bytes in flight (`http.max_inflight_request_bytes`), shared by
+//! every front end.
 //!
 //! Every append reserves the bytes of its body before reading it (its `Content-Length`, or chunk
 //! by chunk when the length is not known), and holds them, resized to the batches it made, until
-//! the append is answered. A request that would take the node past the budget is refused with
+//! the append is answered (a Flight DoPut holds the batches it has taken and not yet answered). A request that would take the node past the budget is refused with
 //! 503 `overloaded` and `Retry-After`, so many large requests at once slow clients down instead
 //! of growing the node's memory until it aborts. The bytes held are the gauge
 //! `mink_http_inflight_request_bytes`.
