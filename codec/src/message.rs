@@ -159,11 +159,12 @@ mod tests {
     fn a_schema_message_gives_its_schema_and_a_batch_message_is_refused() {
         let rows = rows();
         let options = arrow_ipc::writer::IpcWriteOptions::default();
-        let encoded = arrow_ipc::writer::IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
-            &rows.schema(),
-            &mut arrow_ipc::writer::DictionaryTracker::new(false),
-            &options,
-        );
+        let encoded = arrow_ipc::writer::IpcDataGenerator::default()
+            .schema_to_bytes_with_dictionary_tracker(
+                &rows.schema(),
+                &mut arrow_ipc::writer::DictionaryTracker::new(false),
+                &options,
+            );
         assert_eq!(
             schema_from_message(&encoded.ipc_message).unwrap(),
             *rows.schema()

@@ -78,6 +78,10 @@ async fn run(name: &str, store: Arc<dyn ObjectStorage>, n: usize, report: &mut S
     let baseline = raw_puts(store.as_ref(), n).await;
     let settings = Settings {
         listen: "127.0.0.1:0".parse().expect("address"),
+        flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     let node = Node::builder()

@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::Authenticator;
 use crate::bucket_log::{AppendOutcome, BucketLog, LogKey, LogProvider, Logs, Owner, ReadChunk};
-use crate::catalog::{Catalog, TableInfo};
 use crate::budget::Budget;
+use crate::catalog::{Catalog, TableInfo};
 use crate::cluster::{OwnershipView, Route};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;

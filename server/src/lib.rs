@@ -12,6 +12,7 @@
 //! - [`core`]: the node core every front end works through ([`NodeCore`]): settings, catalog,
 //!   the registry of open bucket logs and the ownership seam, metrics, the writer-id allocator.
 //! - `http`: the HTTP front end, the routes (documented in the module and in the README).
+//! - `flight`: the Arrow Flight front end (docs/flight.md), served by the same listener code.
 //! - [`bucket_log`]: what a front end needs of a bucket's log ([`BucketLog`]), the registry of
 //!   open logs ([`bucket_log::Logs`]) with the ownership seam ([`bucket_log::Owner`]), and the
 //!   implementation over `mink-tablet`.
@@ -28,6 +29,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod core;
 pub mod error;
+mod flight;
 pub mod format;
 mod http;
 pub mod metrics;

@@ -36,6 +36,10 @@ async fn storage_failure_is_503_with_retry_after() {
     ));
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
+        flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.engine.wal.retry_deadline = Duration::from_millis(200);
@@ -82,6 +86,7 @@ fn binary_serves_embedded_default_and_exits_0_on_sigterm() {
             .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
             .current_dir(dir)
             .env_remove("MINK_CONFIG")
+            .env("MINK_FLIGHT_LISTEN", "none")
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -215,6 +220,10 @@ async fn shutdown_finishes_appends_in_flight() {
         Node::builder()
             .settings(Settings {
                 listen: "127.0.0.1:0".parse().unwrap(),
+                flight: mink_server::settings::FlightSettings {
+                    listen: None,
+                    ..Default::default()
+                },
                 ..Settings::default()
             })
             .object_store(store.clone())
@@ -294,6 +303,10 @@ async fn the_node_runs_on_its_injected_clock() {
     let node = Node::builder()
         .settings(Settings {
             listen: "127.0.0.1:0".parse().unwrap(),
+            flight: mink_server::settings::FlightSettings {
+                listen: None,
+                ..Default::default()
+            },
             ..Settings::default()
         })
         .object_store(Arc::new(ObjectStoreBackend::memory()))
@@ -347,6 +360,7 @@ fn spawn_mink(
         .args(args)
         .current_dir(dir)
         .env_remove("MINK_CONFIG")
+        .env("MINK_FLIGHT_LISTEN", "none")
         .env_remove("MINK_AUTH_TOKEN")
         .env_remove("MINK_AUTH_TOKEN_FILE")
         .stderr(Stdio::piped());
@@ -421,6 +435,10 @@ async fn a_writer_id_from_another_node_is_accepted() {
         Node::builder()
             .settings(Settings {
                 listen: "127.0.0.1:0".parse().unwrap(),
+                flight: mink_server::settings::FlightSettings {
+                    listen: None,
+                    ..Default::default()
+                },
                 node_id: node_id.to_owned(),
                 ..Settings::default()
             })

@@ -29,6 +29,10 @@ fn certificate(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 async fn start(cert_file: PathBuf, key_file: PathBuf) -> Result<Node, NodeError> {
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
+        flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.http.tls.cert_file = Some(cert_file);

@@ -27,6 +27,7 @@ fn serve_until_exit(dir: &Path, args: &[&str], limit: Duration) -> (ExitStatus, 
         .args(args)
         .current_dir(dir)
         .env_remove("MINK_CONFIG")
+        .env("MINK_FLIGHT_LISTEN", "none")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -141,6 +142,7 @@ fn binary_exits_75_after_the_wal_failed_for_good() {
         .args(["--config", config.to_str().unwrap()])
         .current_dir(dir.path())
         .env_remove("MINK_CONFIG")
+        .env("MINK_FLIGHT_LISTEN", "none")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -209,6 +211,10 @@ async fn create_id_table(http: &reqwest::Client, url: &str, name: &str) {
 fn memory_settings() -> Settings {
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
+        flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.engine.wal.retry_deadline = Duration::from_millis(200);

@@ -18,6 +18,10 @@ fn settings(node_id: &str) -> Settings {
     let mut settings = Settings {
         node_id: node_id.to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
+        flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.cluster.lease_ttl = Duration::from_secs(2);

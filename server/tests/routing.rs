@@ -22,6 +22,10 @@ async fn start(node_id: &str, store: &Arc<dyn ObjectStorage>, kv: &Arc<dyn MetaK
     let mut settings = Settings {
         node_id: node_id.to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
+        flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.cluster.lease_ttl = Duration::from_secs(2);
@@ -554,6 +558,10 @@ async fn a_table_dropped_through_any_node_is_gone_from_every_node() {
             let mut settings = Settings {
                 node_id: id.to_owned(),
                 listen: "127.0.0.1:0".parse().unwrap(),
+                flight: mink_server::settings::FlightSettings {
+                    listen: None,
+                    ..Default::default()
+                },
                 ..Settings::default()
             };
             settings.cluster.lease_ttl = Duration::from_secs(2);

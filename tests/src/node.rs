@@ -23,6 +23,8 @@ pub struct NodeProcess {
     dir: PathBuf,
     log: PathBuf,
     child: Option<Child>,
+    /// `flight.listen` of every life (`none` unless [`NodeProcess::with_flight`]).
+    flight_listen: String,
 }
 
 impl NodeProcess {
@@ -40,7 +42,18 @@ impl NodeProcess {
             dir: dir.to_path_buf(),
             log: dir.join("node.log"),
             child: None,
+            flight_listen: "none".to_owned(),
         })
+    }
+
+    /// Serves Arrow Flight too, on a free port of its host; returns that port.
+    pub fn with_flight(&mut self) -> Result<u16, String> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
+        self.flight_listen = format!("{}:{port}", self.host);
+        Ok(port)
     }
 
     /// Runs the node inside the Linux network namespace `netns` (`ip netns exec`), listening on
@@ -112,6 +125,7 @@ impl NodeProcess {
             .arg("--config")
             .arg(&path)
             .env("RUST_LOG", "warn")
+            .env("MINK_FLIGHT_LISTEN", &self.flight_listen)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -660,6 +660,10 @@ impl Case<'_> {
 async fn start_node() -> Node {
     let settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
+        flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     Node::builder()

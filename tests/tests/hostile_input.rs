@@ -613,6 +613,7 @@ async fn an_http_s3_endpoint_without_allow_http_fails_at_start_naming_the_flag()
     let stderr_path = dir.path().join("stderr");
     let mut child = std::process::Command::new(node_binary())
         .args(["serve", "--listen", "127.0.0.1:0", "--storage", "s3"])
+        .env("MINK_FLIGHT_LISTEN", "none")
         .args(["--s3-endpoint", &s3.endpoint, "--s3-bucket", &s3.bucket])
         .args(["--s3-access-key", mink_tests::S3_ACCESS_KEY_ID])
         .args(["--s3-secret-key", mink_tests::S3_SECRET_ACCESS_KEY])

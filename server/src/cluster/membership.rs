@@ -146,9 +146,15 @@ impl Membership {
         Ok(())
     }
 
-    /// Advertises `http_url` in the registration: other nodes redirect here from now on.
-    pub async fn advertise(&mut self, http_url: String) -> Result<(), NodeError> {
+    /// Advertises `http_url` (and the Flight URL, when Flight listens) in the registration:
+    /// other nodes redirect here from now on.
+    pub async fn advertise(
+        &mut self,
+        http_url: String,
+        flight_url: Option<String>,
+    ) -> Result<(), NodeError> {
         self.record.http_url = http_url;
+        self.record.flight_url = flight_url;
         self.metadata.update_node(&self.record).await?;
         tracing::info!(member = %self.member(), url = %self.record.http_url, "registered");
         Ok(())

@@ -221,7 +221,12 @@ mod tests {
         };
         assert_eq!(path(&["t", "3"]).unwrap(), bucket("default", 3));
         assert_eq!(path(&["t", "p", "4"]).unwrap(), bucket("p", 4));
-        assert!(path(&["t", "x"]).unwrap_err().message().contains("not a bucket"));
+        assert!(
+            path(&["t", "x"])
+                .unwrap_err()
+                .message()
+                .contains("not a bucket")
+        );
         assert!(path(&[]).is_err());
         assert!(path(&["a", "b", "c", "d"]).is_err());
         let cmd = |c: &str| parse_descriptor(&FlightDescriptor::new_cmd(c.to_owned()));
@@ -245,7 +250,10 @@ mod tests {
     #[test]
     fn tickets_are_versioned_and_checked() {
         let t = Ticket::parse(br#"{"v":1,"table":"t","bucket":0}"#).unwrap();
-        assert_eq!((t.partition.as_str(), t.offset, t.live), ("default", None, false));
+        assert_eq!(
+            (t.partition.as_str(), t.offset, t.live),
+            ("default", None, false)
+        );
         let full = Ticket {
             v: 1,
             table: "t".into(),

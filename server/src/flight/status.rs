@@ -46,7 +46,6 @@ pub(crate) fn code_of(error: &ApiError) -> Code {
         | ApiError::ShuttingDown
         | ApiError::Moved { .. } => Code::Unavailable,
         ApiError::Internal { .. } => Code::Internal,
-        _ => Code::Internal,
     }
 }
 
@@ -62,7 +61,11 @@ pub(crate) fn status(error: &ApiError) -> Status {
             set(&mut status, "mink-log-start", &log_start.to_string());
         }
         ApiError::OffsetOutOfRange { high_watermark, .. } => {
-            set(&mut status, "mink-high-watermark", &high_watermark.to_string());
+            set(
+                &mut status,
+                "mink-high-watermark",
+                &high_watermark.to_string(),
+            );
         }
         _ => {}
     }
@@ -99,7 +102,10 @@ mod tests {
             expected: 3,
         });
         assert_eq!(s.code(), Code::FailedPrecondition);
-        assert_eq!(s.metadata().get(ERROR_KIND).unwrap(), "out_of_order_sequence");
+        assert_eq!(
+            s.metadata().get(ERROR_KIND).unwrap(),
+            "out_of_order_sequence"
+        );
         assert_eq!(s.metadata().get(EXPECTED_SEQUENCE).unwrap(), "3");
         assert!(s.message().contains("next expected sequence is 3"));
         let s = status(&ApiError::OffsetTrimmed {

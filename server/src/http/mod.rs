@@ -65,10 +65,10 @@ use tokio::task::JoinHandle;
 use tower_http::trace::TraceLayer;
 use tracing::Span;
 
-pub(crate) use listener::ConnectionGauges;
 pub use headers::{
     HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
 };
+pub(crate) use listener::ConnectionGauges;
 
 use crate::core::NodeCore;
 use crate::error::ApiError;
@@ -94,17 +94,27 @@ pub(crate) async fn start(core: Arc<NodeCore>) -> std::io::Result<HttpServer> {
     serve_on(core.clone(), settings.listen, app, gauges).await
 }
 
-/// Binds `addr` and serves `app` there until the core shuts down, with `[http]`'s connection
-/// limits and timeouts and `[http.tls]`'s certificate (read first), counting connections in
-/// `gauges`: the HTTP API and the Flight front end are served alike.
+/// Binds `addr` and serves `app` there until the core shuts down (see [`serve_listener`]).
 pub(crate) async fn serve_on(
     core: Arc<NodeCore>,
     addr: SocketAddr,
     app: Router,
     gauges: ConnectionGauges,
 ) -> std::io::Result<HttpServer> {
-    let tls = tls::acceptor(&core.settings().http.tls)?;
     let listener = TcpListener::bind(addr).await?;
+    serve_listener(core, listener, app, gauges)
+}
+
+/// Serves `app` on `listener` until the core shuts down, with `[http]`'s connection limits and
+/// timeouts and `[http.tls]`'s certificate (read first), counting connections in `gauges`: the
+/// HTTP API and the Flight front end are served alike.
+pub(crate) fn serve_listener(
+    core: Arc<NodeCore>,
+    listener: TcpListener,
+    app: Router,
+    gauges: ConnectionGauges,
+) -> std::io::Result<HttpServer> {
+    let tls = tls::acceptor(&core.settings().http.tls)?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
         listener::serve(

@@ -17,13 +17,13 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::body;
-use crate::budget::Budget;
 use super::extract::{BucketQuery, bucket_log, json_body, query};
 use super::headers::{SCHEMA_ID, SEQUENCE, WRITER_ID, header_number};
 use super::parked::ParkedReads;
 use super::read::{self, ReadQuery};
 use super::redirect::RedirectedBy;
 use super::sse;
+use crate::budget::Budget;
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};

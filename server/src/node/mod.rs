@@ -196,14 +196,33 @@ impl NodeBuilder {
             }
         })?;
         let addr = server.addr;
+        let flight = match settings.flight.listen {
+            Some(flight_addr) => match crate::flight::start(core.clone(), flight_addr).await {
+                Ok(flight) => Some(flight),
+                Err(source) => {
+                    server.task.abort();
+                    background.abort();
+                    releases.abort();
+                    return Err(NodeError::Listen {
+                        addr: flight_addr,
+                        source,
+                    });
+                }
+            },
+            None => None,
+        };
         let tls = settings.http.tls.enabled();
         let url = settings
             .cluster
             .advertise_http
             .clone()
             .unwrap_or_else(|| format!("{}://{addr}", if tls { "https" } else { "http" }));
-        if let Err(e) = membership.advertise(url).await {
+        let flight_url = flight.as_ref().map(|f| f.url.clone());
+        if let Err(e) = membership.advertise(url, flight_url).await {
             server.task.abort();
+            if let Some(flight) = &flight {
+                flight.server.task.abort();
+            }
             background.abort();
             releases.abort();
             return Err(e);
@@ -239,6 +258,7 @@ impl NodeBuilder {
         crate::auth::warn_if_open(core.authenticator(), addr);
         tracing::info!(
             %addr,
+            flight = flight.as_ref().map(|f| f.url.as_str()),
             node = %settings.node_id,
             member = %membership.member(),
             storage = ?settings.storage.backend,
@@ -247,10 +267,12 @@ impl NodeBuilder {
         );
         Ok(Node {
             addr,
+            flight_addr: flight.as_ref().map(|f| f.server.addr),
             core,
             engine,
             membership: Some(membership),
             server: Some(server.task),
+            flight: flight.map(|f| f.server.task),
             background,
             releases,
             cluster_tasks,
@@ -262,11 +284,15 @@ impl NodeBuilder {
 /// A running node.
 pub struct Node {
     addr: SocketAddr,
+    /// Where the Flight front end listens, when it does.
+    flight_addr: Option<SocketAddr>,
     core: Arc<NodeCore>,
     engine: Engine,
     /// This life of the node in the cluster; taken when it leaves.
     membership: Option<Membership>,
     server: Option<JoinHandle<std::io::Result<()>>>,
+    /// The Flight front end's server, when it listens.
+    flight: Option<JoinHandle<std::io::Result<()>>>,
     /// The core's background work (dropped-table cleanup); stops with the shutdown signal.
     background: JoinHandle<()>,
     /// Releases buckets moved away (a cluster); stops with the shutdown signal.
@@ -294,6 +320,11 @@ impl Node {
     /// The address the API listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address the Flight front end listens on, when it does (`flight.listen`).
+    pub fn flight_addr(&self) -> Option<SocketAddr> {
+        self.flight_addr
     }
 
     /// `http://{addr}`, or `https://{addr}` when the API is served over TLS.
@@ -355,13 +386,20 @@ impl Node {
         self.drain().await;
         tracing::info!("shutting down: no new requests; waiting for requests in flight");
         self.core.shutdown_signal().cancel();
-        if let Some(server) = self.server.take() {
-            let grace = self.core.settings().http.shutdown_grace;
-            match tokio::time::timeout(grace, server).await {
+        let grace = self.core.settings().http.shutdown_grace;
+        let deadline = tokio::time::Instant::now() + grace;
+        let servers = [("HTTP", self.server.take()), ("Flight", self.flight.take())];
+        for (name, server) in servers {
+            let Some(server) = server else { continue };
+            match tokio::time::timeout_at(deadline, server).await {
                 Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server failed"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "the HTTP server task failed"),
-                Err(_) => tracing::warn!(?grace, "requests still in flight after the grace period"),
+                Ok(Ok(Err(e))) => tracing::warn!(error = %e, server = name, "the server failed"),
+                Ok(Err(e)) => tracing::warn!(error = %e, server = name, "the server task failed"),
+                Err(_) => tracing::warn!(
+                    ?grace,
+                    server = name,
+                    "requests still in flight after the grace period"
+                ),
             }
         }
         // A cleanup pass in progress would race the tablets' close.
@@ -457,7 +495,10 @@ impl Node {
 
     /// Stops without closing anything, as a crash would (tests of recovery).
     pub fn abort(mut self) {
-        if let Some(server) = self.server.take() {
+        for server in [self.server.take(), self.flight.take()]
+            .into_iter()
+            .flatten()
+        {
             server.abort();
         }
         self.core.shutdown_signal().cancel();

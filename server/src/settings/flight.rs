@@ -69,8 +69,7 @@ impl FlightSettings {
                     .to_owned(),
             );
         }
-        if self.heartbeat_interval.is_zero() || self.heartbeat_interval > Duration::from_secs(600)
-        {
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval > Duration::from_secs(600) {
             return Err("flight.heartbeat_interval_ms must be 1 to 600000".to_owned());
         }
         Ok(())
@@ -96,6 +95,10 @@ mod tests {
         let error = Settings::from_toml("[flight]\nlisten = \"eight\"").unwrap_err();
         assert!(error.to_string().contains("neither an address"), "{error}");
         let zero = Settings::from_toml("[flight]\nmax_live_streams = 0").unwrap();
-        assert!(zero.validate().unwrap_err().contains("flight.max_live_streams"));
+        assert!(
+            zero.validate()
+                .unwrap_err()
+                .contains("flight.max_live_streams")
+        );
     }
 }

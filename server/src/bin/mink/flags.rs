@@ -48,6 +48,8 @@ struct SettingsFlags {
     #[command(flatten)]
     http: HttpFlags,
     #[command(flatten)]
+    flight: FlightFlags,
+    #[command(flatten)]
     auth: AuthFlags,
     #[command(flatten)]
     tablet: TabletFlags,
@@ -148,6 +150,25 @@ struct MetadataFlags {
     /// Prefix of every etcd key Mink writes [default: mink/].
     #[arg(long, env = "MINK_ETCD_PREFIX")]
     etcd_prefix: Option<String>,
+}
+
+/// `[flight]`.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "Arrow Flight")]
+struct FlightFlags {
+    /// Address of the Arrow Flight service, or `none` to turn it off [default: 127.0.0.1:8815].
+    #[arg(
+        id = "flight_listen",
+        long = "flight-listen",
+        value_name = "ADDRESS|none",
+        env = "MINK_FLIGHT_LISTEN",
+        value_parser = listen_or_none
+    )]
+    listen: Option<String>,
+}
+
+fn listen_or_none(text: &str) -> Result<String, String> {
+    mink_server::settings::listen::parse(text).map(|_| text.trim().to_owned())
 }
 
 /// `[http]`.
@@ -444,5 +465,17 @@ mod tests {
         assert_eq!(settings.storage.s3.region, "eu-west-1");
         assert_eq!(settings.http.body.max_ndjson_bytes, 1024);
         assert_eq!(serve(&[]).settings().unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn flight_listen_takes_an_address_or_none() {
+        let off = serve(&["--flight-listen", "none"]).settings().unwrap();
+        assert_eq!(off.flight.listen, None);
+        let other = serve(&["--flight-listen", "127.0.0.1:0"])
+            .settings()
+            .unwrap();
+        assert_eq!(other.flight.listen, Some("127.0.0.1:0".parse().unwrap()));
+        let cli = Cli::try_parse_from(["mink", "serve", "--flight-listen", "nowhere"]);
+        assert!(cli.is_err());
     }
 }

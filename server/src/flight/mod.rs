@@ -1,0 +1,263 @@
+//! The Arrow Flight front end over the node core (docs/flight.md): gRPC with `arrow-flight`'s
+//! service definitions, served by the HTTP listener (HTTP/2, `[http]`'s connection limits and
+//! timeouts, `[http.tls]`'s certificate) on its own address (`flight.listen`).
+//!
+//! | RPC | What |
+//! |---|---|
+//! | Handshake | checks the token (bearer, or basic with the token as password) and answers it as `authorization: Bearer` |
+//! | DoAction | `init_writer`, `offsets`, `trim` (`actions`) |
+//! | DoPut | record batches into one bucket, one PutResult per batch (`put`) |
+//! | DoGet | a bucket's rows from a JSON ticket, projected, optionally live (`get`) |
+//! | GetFlightInfo, ListFlights, GetSchema | a table's endpoints, one per bucket at its node (`info`) |
+//! | PollFlightInfo | GetFlightInfo, complete at once |
+//! | DoExchange | UNIMPLEMENTED |
+//!
+//! Every call takes the HTTP API's tokens (`access`). Files: `address` (descriptors and
+//! tickets), `route` (which node serves a bucket), `status` (errors as gRPC statuses).
+
+mod access;
+mod actions;
+mod address;
+mod get;
+mod info;
+mod put;
+mod route;
+mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
+    HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::stream::BoxStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::auth::Principal;
+use crate::core::NodeCore;
+use crate::error::ApiError;
+use crate::http::{ConnectionGauges, HttpServer};
+
+/// The Flight service of a node.
+pub(crate) struct Flight {
+    core: Arc<NodeCore>,
+    /// This node's Flight URL, as endpoints name it.
+    url: String,
+    /// Places of live DoGet streams (`flight.max_live_streams`).
+    live: Arc<Semaphore>,
+}
+
+/// A running Flight front end.
+pub(crate) struct FlightServer {
+    /// The server; it ends with the core's shutdown.
+    pub(crate) server: HttpServer,
+    /// The URL this node advertises for Flight.
+    pub(crate) url: String,
+}
+
+/// Binds `addr` and serves Flight until the core shuts down.
+pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Result<FlightServer> {
+    let settings = core.settings();
+    let gauges = ConnectionGauges {
+        open: core.metrics().flight_connections.clone(),
+        refused: core.metrics().flight_connections_refused.clone(),
+    };
+    // The listener is bound first: the URL names the port it got.
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let scheme = if settings.http.tls.enabled() {
+        "grpc+tls"
+    } else {
+        "grpc"
+    };
+    let url = settings
+        .cluster
+        .advertise_flight
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{bound}"));
+    let flight = Arc::new(Flight {
+        core: core.clone(),
+        url: url.clone(),
+        live: Arc::new(Semaphore::new(settings.flight.max_live_streams)),
+    });
+    let limit = settings.flight.max_message_bytes;
+    let service = FlightServiceServer::new(Service(flight))
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+    let app = tonic::service::Routes::new(service).into_axum_router();
+    let server = crate::http::serve_listener(core.clone(), listener, app, gauges)?;
+    Ok(FlightServer { server, url })
+}
+
+impl Flight {
+    /// A place for one more live DoGet, or RESOURCE_EXHAUSTED.
+    fn live_place(&self) -> Result<LivePlace, Status> {
+        let permit = self.live.clone().try_acquire_owned().map_err(|_| {
+            Status::from(ApiError::TooManyRequests {
+                message: format!(
+                    "the node already serves {} live DoGet streams (setting `flight.max_live_streams`)",
+                    self.core.settings().flight.max_live_streams
+                ),
+            })
+        })?;
+        self.core.metrics().flight_live_streams.inc();
+        Ok(LivePlace {
+            _permit: permit,
+            gauge: self.core.metrics().flight_live_streams.clone(),
+        })
+    }
+
+    fn principal(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Principal, Status> {
+        access::principal(self.core.authenticator(), metadata)
+    }
+}
+
+/// One live DoGet's place; freed (and counted down) when the stream ends.
+pub(crate) struct LivePlace {
+    _permit: OwnedSemaphorePermit,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for LivePlace {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// The tonic service over [`Flight`].
+struct Service(Arc<Flight>);
+
+/// A response stream.
+type Stream<T> = BoxStream<'static, Result<T, Status>>;
+
+/// The stream of what a task sends on `receiver` (the task ends when the client goes away and
+/// the stream is dropped).
+fn receiver_stream<T: Send + 'static>(
+    receiver: tokio::sync::mpsc::Receiver<Result<T, Status>>,
+) -> Stream<T> {
+    Box::pin(futures::stream::unfold(
+        receiver,
+        |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
+    ))
+}
+
+fn once<T: Send + 'static>(item: T) -> Stream<T> {
+    Box::pin(futures::stream::once(async move { Ok(item) }))
+}
+
+#[tonic::async_trait]
+impl FlightService for Service {
+    type HandshakeStream = Stream<HandshakeResponse>;
+    type ListFlightsStream = Stream<FlightInfo>;
+    type DoGetStream = Stream<FlightData>;
+    type DoPutStream = Stream<PutResult>;
+    type DoActionStream = Stream<arrow_flight::Result>;
+    type ListActionsStream = Stream<ActionType>;
+    type DoExchangeStream = Stream<FlightData>;
+
+    async fn handshake(
+        &self,
+        request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        self.0.principal(request.metadata())?;
+        let token = access::token(request.metadata());
+        let mut response = Response::new(once(HandshakeResponse {
+            protocol_version: 0,
+            payload: Default::default(),
+        }));
+        if let Some(value) = token.and_then(|t| MetadataValue::try_from(format!("Bearer {t}")).ok())
+        {
+            response.metadata_mut().insert(access::AUTHORIZATION, value);
+        }
+        Ok(response)
+    }
+
+    async fn list_flights(
+        &self,
+        request: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        let principal = self.0.principal(request.metadata())?;
+        let infos = self.0.list(&principal).await?;
+        Ok(Response::new(Box::pin(futures::stream::iter(
+            infos.into_iter().map(Ok),
+        ))))
+    }
+
+    async fn get_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let principal = self.0.principal(request.metadata())?;
+        let info = self.0.flight_info(&principal, request.into_inner()).await?;
+        Ok(Response::new(info))
+    }
+
+    async fn poll_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        let principal = self.0.principal(request.metadata())?;
+        let info = self.0.flight_info(&principal, request.into_inner()).await?;
+        Ok(Response::new(PollInfo::new().with_info(info)))
+    }
+
+    async fn get_schema(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        let principal = self.0.principal(request.metadata())?;
+        let schema = self.0.schema(&principal, request.into_inner()).await?;
+        Ok(Response::new(schema))
+    }
+
+    async fn do_get(
+        &self,
+        request: Request<Ticket>,
+    ) -> Result<Response<Self::DoGetStream>, Status> {
+        let principal = self.0.principal(request.metadata())?;
+        let ticket = address::Ticket::parse(&request.get_ref().ticket)?;
+        let stream = get::do_get(self.0.clone(), principal, ticket).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        let principal = self.0.principal(request.metadata())?;
+        let stream = put::do_put(self.0.clone(), principal, request.into_inner()).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn do_exchange(
+        &self,
+        _request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented(
+            "DoExchange is not served: append with DoPut and read with DoGet",
+        ))
+    }
+
+    async fn do_action(
+        &self,
+        request: Request<arrow_flight::Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        let principal = self.0.principal(request.metadata())?;
+        let body = self.0.action(&principal, request.into_inner()).await?;
+        Ok(Response::new(once(arrow_flight::Result::new(body))))
+    }
+
+    async fn list_actions(
+        &self,
+        request: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        self.0.principal(request.metadata())?;
+        Ok(Response::new(Box::pin(futures::stream::iter(
+            actions::list().into_iter().map(Ok),
+        ))))
+    }
+}
