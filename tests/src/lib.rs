@@ -17,6 +17,82 @@ pub const S3_ENDPOINT_ENV: &str = "MINK_TEST_S3_ENDPOINT";
 /// Environment variable holding the name of a bucket that exists on the S3 server.
 pub const S3_BUCKET_ENV: &str = "MINK_TEST_S3_BUCKET";
 
+/// Environment variable holding the Python that has the real clients the tests drive
+/// (`pyarrow`), installed by `cargo xtask test`.
+pub const PYTHON_ENV: &str = "MINK_TEST_PYTHON";
+
+/// The Python with the client libraries. Panics with instructions when unset.
+pub fn python() -> String {
+    required(PYTHON_ENV, "a Python with pyarrow")
+}
+
+/// A client script of `tests/clients/`.
+pub fn client_script(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("clients")
+        .join(name)
+}
+
+/// What a client process printed and how it ended.
+#[derive(Debug)]
+pub struct ClientRun {
+    /// Whether it exited with status 0.
+    pub success: bool,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+/// Runs a client process to its end, killing it past `limit` (then `success` is false and
+/// `stderr` says so). Blocking: call it from `spawn_blocking` in async tests.
+pub fn run_client(
+    program: &str,
+    args: &[&str],
+    limit: std::time::Duration,
+) -> std::io::Result<ClientRun> {
+    use std::io::Read as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let deadline = std::time::Instant::now() + limit;
+    let (success, timed_out) = loop {
+        if let Some(status) = child.try_wait()? {
+            break (status.success(), false);
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break (false, true);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = stderr.join().unwrap_or_default();
+    if timed_out {
+        stderr.push_str(&format!("\n(killed after {limit:?})"));
+    }
+    Ok(ClientRun {
+        success,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr,
+    })
+}
+
 /// Credentials and region for the test S3 server (moto accepts any credentials).
 pub const S3_ACCESS_KEY_ID: &str = "mink-test";
 /// See [`S3_ACCESS_KEY_ID`].

@@ -4,6 +4,8 @@
 //! - `etcd` (Debian `etcd-server`): the metadata tests run against a real etcd.
 //! - `moto_server` (PyPI `moto[server]`, in a virtual environment under `.tools/venv`): the
 //!   S3-compatible server the object-storage tests run against.
+//! - the real clients the tests drive, from PyPI into the same virtual environment: `pyarrow`
+//!   (its Flight client).
 //! - `cargo-fuzz` (crates.io), only for `cargo xtask fuzz`.
 //! - `cargo-machete` (crates.io), only for `cargo xtask lint`.
 
@@ -62,6 +64,30 @@ pub(crate) fn moto_server() -> Result<PathBuf> {
     pip.args(["install", "--quiet", "moto[server]"]);
     run(pip)?;
     Ok(installed)
+}
+
+/// The Python of `.tools/venv` with the client libraries the tests drive, installed when one
+/// does not import.
+pub(crate) fn python_clients() -> Result<PathBuf> {
+    let venv = root().join(".tools").join("venv");
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        let mut create = Command::new("python3");
+        create.args(["-m", "venv"]).arg(&venv);
+        run(create)?;
+    }
+    let imports = Command::new(&python)
+        .args(["-c", "import pyarrow.flight"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !imports {
+        let mut pip = Command::new(venv.join("bin").join("pip"));
+        pip.args(["install", "--quiet", "pyarrow"]);
+        run(pip)?;
+    }
+    Ok(python)
 }
 
 pub(crate) fn has_nextest() -> bool {

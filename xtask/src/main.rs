@@ -171,6 +171,7 @@ fn warn_if_disk_low(gib: u64) {
 fn test(args: &[String]) -> Result {
     warn_if_disk_low(TEST_DISK_GIB);
     install::build_tools()?;
+    let python = install::python_clients()?;
     let services = services::Services::start()?;
     let mut outcome = Ok(());
     // Build everything first so a compile error is reported once, not per test binary.
@@ -188,6 +189,7 @@ fn test(args: &[String]) -> Result {
     }
     nextest.args(args);
     services.export(&mut nextest);
+    nextest.env("MINK_TEST_PYTHON", &python);
     if let Err(e) = run(nextest) {
         outcome = Err(e);
     }
