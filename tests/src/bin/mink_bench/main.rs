@@ -19,6 +19,8 @@
 //!    count the fetches of one lookup, so this item runs an in-process tablet on the same store
 //!    with a counting stream layer (and times the node's `offsets?timestamp=` endpoint beside it).
 //! 7. Peak RSS (VmHWM of /proc/PID/status) of the node during item 2, beside its cache budgets.
+//! 9. Arrow Flight: a cold DoGet of item 4's data against the HTTP Arrow IPC read of it and
+//!    item 4's raw GET; DoPut throughput against raw PUTs; DoGet of 1 of item 5's 10 columns.
 //! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
 //!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
@@ -121,16 +123,18 @@ async fn run(options: Options) -> Result<(), Error> {
         raw,
         report: Report::default(),
         replay_window: (0, 0),
+        replay_raw_mbps: 0.0,
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
-    let steps: [(&str, u8); 6] = [
+    let steps: [(&str, u8); 7] = [
         ("idle append", 1),
         ("tail delivery", 3),
         ("replay", 4),
         ("group commit", 2),
         ("projection", 5),
         ("timestamp lookup", 6),
+        ("flight", 9),
     ];
     let mut sections = std::collections::BTreeMap::new();
     for (name, step) in steps {
@@ -147,6 +151,7 @@ async fn run(options: Options) -> Result<(), Error> {
             3 => bench.tail_delivery().await?,
             4 => bench.replay().await?,
             5 => bench.projection().await?,
+            9 => bench.flight().await?,
             _ => bench.timestamp_lookup().await?,
         }
         sections.insert(step, std::mem::take(&mut bench.report.md));

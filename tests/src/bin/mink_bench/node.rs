@@ -12,15 +12,24 @@ pub(crate) struct NodeProcess {
     pub(crate) process: mink_tests::node::NodeProcess,
     pub(crate) store: Store,
     pub(crate) prefix: String,
+    flight_port: u16,
 }
 
 impl NodeProcess {
     pub(crate) fn new(binary: &Path, store: Store, dir: &Path) -> Result<Self, Error> {
+        let mut process = mink_tests::node::NodeProcess::new(binary, dir)?;
+        let flight_port = process.with_flight()?;
         Ok(NodeProcess {
-            process: mink_tests::node::NodeProcess::new(binary, dir)?,
+            process,
             store,
             prefix: mink_tests::unique_prefix("bench"),
+            flight_port,
         })
+    }
+
+    /// Where its Flight front end listens (`host:port`).
+    pub(crate) fn flight_address(&self) -> String {
+        format!("127.0.0.1:{}", self.flight_port)
     }
 
     pub(crate) fn url(&self) -> String {

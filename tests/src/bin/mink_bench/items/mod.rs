@@ -1,6 +1,6 @@
 //! The items of the benchmark, one file each, all methods of [`Bench`] (the state they share):
 //! 1 `idle_append`, 2 and 7 `group_commit` (with the node's peak RSS), 3 `tail_delivery`,
-//! 4 `replay`, 5 `projection`, 6 `timestamp_lookup`.
+//! 4 `replay`, 5 `projection`, 6 `timestamp_lookup`, 9 `flight`.
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use crate::client::Client;
 use crate::node::NodeProcess;
 use crate::report::Report;
 
+mod flight;
 mod group_commit;
 mod idle_append;
 mod projection;
@@ -28,6 +29,8 @@ pub(crate) struct Bench {
     pub(crate) report: Report,
     /// Wall-clock milliseconds when item 4 started and finished writing.
     pub(crate) replay_window: (i64, i64),
+    /// Item 4's raw sequential GET throughput, MB/s (item 9's baseline).
+    pub(crate) replay_raw_mbps: f64,
 }
 
 pub(crate) fn now_ms() -> i64 {

@@ -98,6 +98,7 @@ impl Bench {
                 .len() as u64;
         }
         let raw_mbps = raw_bytes as f64 / started.elapsed().as_secs_f64() / 1e6;
+        self.replay_raw_mbps = raw_mbps;
         // A new life of the node: empty caches.
         self.node.start()?;
         self.node.wait_ready(&self.client.http).await?;
