@@ -21,12 +21,17 @@ const TOKEN: &str = "flight-test-token-0123456789";
 const READER: &str = "flight-test-reader-0123456789";
 
 async fn start(tokens: bool) -> Node {
+    start_with(tokens, |_| {}).await
+}
+
+async fn start_with(tokens: bool, change: impl FnOnce(&mut Settings)) -> Node {
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
         ..Settings::default()
     };
     settings.flight.listen = Some("127.0.0.1:0".parse().unwrap());
     settings.flight.heartbeat_interval = Duration::from_millis(200);
+    change(&mut settings);
     if tokens {
         settings = Settings::from_toml(&format!(
             "{}\n[[auth.tokens]]\ntoken = \"{TOKEN}\"\nscope = \"write\"\n[[auth.tokens]]\ntoken = \"{READER}\"\nscope = \"read\"\n",
@@ -572,5 +577,24 @@ async fn tokens_guard_every_call_and_a_handshake_turns_basic_credentials_into_a_
         .await
         .unwrap();
     assert_eq!(written[0]["next_offset"], 2);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_grouped_into_one_append_stay_within_the_byte_limit() {
+    // Each batch is larger than the limit: every one is its own append, however fast they come.
+    let node = start_with(false, |s| s.flight.max_append_bytes = 64).await;
+    create_table(&node, None).await;
+    let mut c = client(&node, None).await;
+    let batches: Vec<RecordBatch> = (0..8).map(|i| rows(i * 10..i * 10 + 10)).collect();
+    let results = put(&mut c, put_stream(&batches, None)).await.unwrap();
+    assert_eq!(results.len(), 8);
+    let metrics = reqwest::get(format!("{}/metrics", node.url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("\nmink_appends_total 8\n"), "{metrics}");
     node.shutdown().await.unwrap();
 }

@@ -10,7 +10,8 @@
 //!
 //! Batches are taken as they arrive, each held against the node's request-bytes budget: while
 //! one append is in flight, the batches arriving meanwhile wait and go together as the next
-//! append (at most `flight.max_batches_per_append`, and within the tablet's request limits), so
+//! append (at most `flight.max_batches_per_append` and `flight.max_append_bytes`, and within the
+//! tablet's request limits), so
 //! a client streaming batches keeps the bucket's WAL busy, appends stay in order, and one
 //! writer's sequences reach the tablet in the order sent. Results come back in order:
 //! `{"sequence", "base_offset", "next_offset", "commit_timestamp", "duplicate", "schema_id"}`.
@@ -185,13 +186,17 @@ impl Pump {
     /// Starts the append of the queue's first batches, as many as one request may hold.
     fn append(&self, queue: &mut VecDeque<Taken>) -> Appending {
         let limits = &self.flight.core.settings().tablet;
-        let max = self.flight.core.settings().flight.max_batches_per_append;
+        let flight = &self.flight.core.settings().flight;
+        let (max, max_bytes) = (
+            flight.max_batches_per_append,
+            flight.max_append_bytes as u64,
+        );
         let (mut bytes, mut rows) = (0u64, 0u64);
         let mut group = Vec::new();
         while let Some(next) = queue.front() {
             let fits = group.len() < max
                 && (group.len() as u64) < limits.max_request_batches
-                && bytes + next.batch.len() as u64 <= limits.max_request_bytes
+                && bytes + next.batch.len() as u64 <= limits.max_request_bytes.min(max_bytes)
                 && rows + next.rows <= limits.max_rows_per_request;
             if !fits && !group.is_empty() {
                 break;

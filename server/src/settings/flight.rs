@@ -24,6 +24,11 @@ pub struct FlightSettings {
     /// and are appended together next, at most (`max_batches_per_append`); more wait for the
     /// append before them. Also bounded by the tablet's request limits. Default 64.
     pub max_batches_per_append: usize,
+    /// Bytes of the batches of one such grouped append, at most (`max_append_bytes`); a single
+    /// larger batch goes alone. An append is one record of the WAL and one block of the object
+    /// that holds it, and a read inside a block decodes all of it, so large groups make reads
+    /// slower. Default 8 MiB (as `http.body.max_append_bytes`).
+    pub max_append_bytes: usize,
     /// Live DoGet streams open on the node at once (`max_live_streams`); one more is refused
     /// with RESOURCE_EXHAUSTED. Default 10 000.
     pub max_live_streams: usize,
@@ -31,7 +36,8 @@ pub struct FlightSettings {
     /// `app_metadata` carrying the high watermark (`heartbeat_interval_ms`). Default 5 s.
     #[serde(rename = "heartbeat_interval_ms", with = "mink_runtime::duration_ms")]
     pub heartbeat_interval: Duration,
-    /// Stored bytes a DoGet reads from the log at a time (`read_bytes`). Default 4 MiB.
+    /// Stored bytes a DoGet reads from the log at a time (`read_bytes`). Default 16 MiB (as
+    /// the largest HTTP read).
     pub read_bytes: usize,
 }
 
@@ -41,9 +47,10 @@ impl Default for FlightSettings {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_FLIGHT_PORT))),
             max_message_bytes: 16 << 20,
             max_batches_per_append: 64,
+            max_append_bytes: 8 << 20,
             max_live_streams: 10_000,
             heartbeat_interval: Duration::from_secs(5),
-            read_bytes: 4 << 20,
+            read_bytes: 16 << 20,
         }
     }
 }
@@ -54,6 +61,7 @@ impl FlightSettings {
         let counts = [
             ("flight.max_message_bytes", self.max_message_bytes),
             ("flight.max_batches_per_append", self.max_batches_per_append),
+            ("flight.max_append_bytes", self.max_append_bytes),
             ("flight.max_live_streams", self.max_live_streams),
             ("flight.read_bytes", self.read_bytes),
         ];
@@ -63,11 +71,8 @@ impl FlightSettings {
         if self.max_message_bytes > 1 << 30 {
             return Err("flight.max_message_bytes must be at most 1 GiB".to_owned());
         }
-        if self.read_bytes > self.max_message_bytes {
-            return Err(
-                "flight.read_bytes must not exceed flight.max_message_bytes (a batch read is sent as one message)"
-                    .to_owned(),
-            );
+        if self.read_bytes > 256 << 20 {
+            return Err("flight.read_bytes must be at most 256 MiB".to_owned());
         }
         if self.heartbeat_interval.is_zero() || self.heartbeat_interval > Duration::from_secs(600) {
             return Err("flight.heartbeat_interval_ms must be 1 to 600000".to_owned());
