@@ -8,6 +8,7 @@
 
 use std::env;
 
+pub mod fixtures;
 pub mod node;
 
 /// Environment variable holding the etcd client endpoints, comma-separated (`http://127.0.0.1:port`).
