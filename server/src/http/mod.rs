@@ -27,7 +27,8 @@
 //! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
 //! events), `parked` (the limits on parked long-polls and open SSE streams), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
 //! `rate_limit` (the token bucket in front of `/v1`), `cluster` (`GET /v1/cluster`), `redirect`
-//! (307s to a bucket's owner), `query` (taking a parameter out of the query). The middleware is layered in one place,
+//! (307s to a bucket's owner), `query` (taking a parameter out of the query), `cors` (browsers
+//! on other origins: the CORS layer, and writes refused from origins that may not write). The middleware is layered in one place,
 //! [`router`]: the `Host` allowlist, the budget and body limits (`body`: appends read their
 //! body with their format's limit, every other route within `http.body.max_json_bytes`), the
 //! rate limit, the request log (tower-http's trace).
@@ -36,6 +37,7 @@ mod auth;
 mod body;
 mod cluster;
 mod connection;
+mod cors;
 mod error;
 mod extract;
 mod headers;
@@ -219,7 +221,18 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             core.clone(),
             redirect::route,
+        ))
+        // Before the token check and the redirect: a write from a page that may not write
+        // changes nothing and goes nowhere.
+        .layer(axum::middleware::from_fn_with_state(
+            cors::WriteOrigins::new(&core),
+            cors::check_origin,
         ));
+    // Outside everything but the Host allowlist: preflights carry no token.
+    let app = match cors::layer(&core) {
+        Some(cors) => app.layer(cors),
+        None => app,
+    };
     let app = match hosts::AllowedHosts::new(&http.allowed_hosts) {
         Some(hosts) => app.layer(axum::middleware::from_fn_with_state(hosts, hosts::check)),
         None => app,

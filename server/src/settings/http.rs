@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::body_limits::BodyLimits;
+use super::cors::CorsSettings;
 use super::tls::TlsSettings;
 
 /// HTTP limits and timings. Durations are whole milliseconds in files (the `_ms` keys).
@@ -39,6 +40,8 @@ pub struct HttpSettings {
     pub body: BodyLimits,
     /// TLS for the API (absent: plain HTTP).
     pub tls: TlsSettings,
+    /// Browsers on other origins.
+    pub cors: CorsSettings,
     /// Default `max_bytes` of a read. Default 1 MiB.
     pub default_read_bytes: usize,
     /// Largest `max_bytes` a read may ask for. Default 16 MiB.
@@ -92,6 +95,7 @@ impl Default for HttpSettings {
             allowed_hosts: Vec::new(),
             body: BodyLimits::default(),
             tls: TlsSettings::default(),
+            cors: CorsSettings::default(),
             default_read_bytes: 1 << 20,
             max_read_bytes: 16 << 20,
             long_poll_timeout: Duration::from_secs(25),
@@ -113,6 +117,7 @@ impl HttpSettings {
     /// Refuses zero and inconsistent values, naming the setting.
     pub fn validate(&self) -> Result<(), String> {
         self.validate_edge()?;
+        self.cors.validate()?;
         let positive = [
             ("http.default_read_bytes", self.default_read_bytes),
             ("http.max_read_bytes", self.max_read_bytes),
