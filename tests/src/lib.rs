@@ -27,6 +27,15 @@ pub fn python() -> String {
     required(PYTHON_ENV, "a Python with pyarrow")
 }
 
+/// Environment variable holding the headless browser the tests drive (Debian's `chromium`),
+/// installed by `cargo xtask test`.
+pub const CHROMIUM_ENV: &str = "MINK_TEST_CHROMIUM";
+
+/// The Chromium binary. Panics with instructions when unset.
+pub fn chromium() -> String {
+    required(CHROMIUM_ENV, "a Chromium browser")
+}
+
 /// A client script of `tests/clients/`.
 pub fn client_script(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -5,7 +5,7 @@
 //! - `moto_server` (PyPI `moto[server]`, in a virtual environment under `.tools/venv`): the
 //!   S3-compatible server the object-storage tests run against.
 //! - the real clients the tests drive, from PyPI into the same virtual environment: `pyarrow`
-//!   (its Flight client).
+//!   (its Flight client); and Debian's `chromium`, the headless browser of the CORS test.
 //! - `cargo-fuzz` (crates.io), only for `cargo xtask fuzz`.
 //! - `cargo-machete` (crates.io), only for `cargo xtask lint`.
 
@@ -64,6 +64,14 @@ pub(crate) fn moto_server() -> Result<PathBuf> {
     pip.args(["install", "--quiet", "moto[server]"]);
     run(pip)?;
     Ok(installed)
+}
+
+/// Headless Chromium (Debian `chromium`), for the browser test.
+pub(crate) fn chromium() -> Result<PathBuf> {
+    if !on_path("chromium") {
+        apt_install("chromium")?;
+    }
+    Ok(PathBuf::from("chromium"))
 }
 
 /// The Python of `.tools/venv` with the client libraries the tests drive, installed when one

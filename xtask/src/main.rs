@@ -172,6 +172,7 @@ fn test(args: &[String]) -> Result {
     warn_if_disk_low(TEST_DISK_GIB);
     install::build_tools()?;
     let python = install::python_clients()?;
+    let chromium = install::chromium()?;
     let services = services::Services::start()?;
     let mut outcome = Ok(());
     // Build everything first so a compile error is reported once, not per test binary.
@@ -190,6 +191,7 @@ fn test(args: &[String]) -> Result {
     nextest.args(args);
     services.export(&mut nextest);
     nextest.env("MINK_TEST_PYTHON", &python);
+    nextest.env("MINK_TEST_CHROMIUM", &chromium);
     if let Err(e) = run(nextest) {
         outcome = Err(e);
     }
