@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tonic::Status;
 
-use super::Flight;
 use super::address::{BucketAddress, DEFAULT_PARTITION};
+use super::state::Flight;
 use super::status::invalid;
 use crate::auth::{Action, Principal};
 

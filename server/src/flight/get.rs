@@ -31,8 +31,8 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use super::address::Ticket;
+use super::state::{Flight, LivePlace};
 use super::status::{LOCATION, NEXT_OFFSET, set, status};
-use super::{Flight, LivePlace};
 use crate::auth::{Action, Principal};
 use crate::bucket_log::{BucketLog, LogKey};
 use crate::catalog::TableInfo;
@@ -47,7 +47,7 @@ pub(crate) async fn do_get(
     flight: Arc<Flight>,
     principal: Principal,
     ticket: Ticket,
-) -> Result<super::Stream<FlightData>, Status> {
+) -> Result<super::state::Stream<FlightData>, Status> {
     principal.check(Action::Read, Some(&ticket.table))?;
     let core = &flight.core;
     let info = core.catalog().get(&ticket.table).await?;
@@ -105,7 +105,7 @@ pub(crate) async fn do_get(
         sender,
     };
     tokio::spawn(reader.run());
-    Ok(super::receiver_stream(receiver))
+    Ok(super::state::receiver_stream(receiver))
 }
 
 /// The work of one DoGet.

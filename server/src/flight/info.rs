@@ -12,8 +12,8 @@ use arrow_ipc::writer::IpcWriteOptions;
 use futures::StreamExt;
 use tonic::Status;
 
-use super::Flight;
 use super::address::{BucketAddress, Named, Ticket, parse_descriptor};
+use super::state::Flight;
 use super::status::status;
 use crate::auth::{Action, Principal};
 use crate::catalog::TableInfo;

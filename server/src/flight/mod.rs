@@ -13,7 +13,8 @@
 //! | DoExchange | UNIMPLEMENTED |
 //!
 //! Every call takes the HTTP API's tokens (`access`). Files: `address` (descriptors and
-//! tickets), `route` (which node serves a bucket), `status` (errors as gRPC statuses).
+//! tickets), `route` (which node serves a bucket), `status` (errors as gRPC statuses), `state`
+//! (what every call shares).
 
 mod access;
 mod actions;
@@ -22,6 +23,7 @@ mod get;
 mod info;
 mod put;
 mod route;
+mod state;
 mod status;
 
 use std::net::SocketAddr;
@@ -32,24 +34,12 @@ use arrow_flight::{
     ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
     HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
 };
-use futures::stream::BoxStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::auth::Principal;
+use self::state::{Flight, Stream};
 use crate::core::NodeCore;
-use crate::error::ApiError;
 use crate::http::{ConnectionGauges, HttpServer};
-
-/// The Flight service of a node.
-pub(crate) struct Flight {
-    core: Arc<NodeCore>,
-    /// This node's Flight URL, as endpoints name it.
-    url: String,
-    /// Places of live DoGet streams (`flight.max_live_streams`).
-    live: Arc<Semaphore>,
-}
 
 /// A running Flight front end.
 pub(crate) struct FlightServer {
@@ -79,11 +69,7 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
         .advertise_flight
         .clone()
         .unwrap_or_else(|| format!("{scheme}://{bound}"));
-    let flight = Arc::new(Flight {
-        core: core.clone(),
-        url: url.clone(),
-        live: Arc::new(Semaphore::new(settings.flight.max_live_streams)),
-    });
+    let flight = Arc::new(Flight::new(core.clone(), url.clone()));
     let limit = settings.flight.max_message_bytes;
     let service = FlightServiceServer::new(Service(flight))
         .max_decoding_message_size(limit)
@@ -93,57 +79,8 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
     Ok(FlightServer { server, url })
 }
 
-impl Flight {
-    /// A place for one more live DoGet, or RESOURCE_EXHAUSTED.
-    fn live_place(&self) -> Result<LivePlace, Status> {
-        let permit = self.live.clone().try_acquire_owned().map_err(|_| {
-            Status::from(ApiError::TooManyRequests {
-                message: format!(
-                    "the node already serves {} live DoGet streams (setting `flight.max_live_streams`)",
-                    self.core.settings().flight.max_live_streams
-                ),
-            })
-        })?;
-        self.core.metrics().flight_live_streams.inc();
-        Ok(LivePlace {
-            _permit: permit,
-            gauge: self.core.metrics().flight_live_streams.clone(),
-        })
-    }
-
-    fn principal(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Principal, Status> {
-        access::principal(self.core.authenticator(), metadata)
-    }
-}
-
-/// One live DoGet's place; freed (and counted down) when the stream ends.
-pub(crate) struct LivePlace {
-    _permit: OwnedSemaphorePermit,
-    gauge: prometheus_client::metrics::gauge::Gauge,
-}
-
-impl Drop for LivePlace {
-    fn drop(&mut self) {
-        self.gauge.dec();
-    }
-}
-
 /// The tonic service over [`Flight`].
 struct Service(Arc<Flight>);
-
-/// A response stream.
-type Stream<T> = BoxStream<'static, Result<T, Status>>;
-
-/// The stream of what a task sends on `receiver` (the task ends when the client goes away and
-/// the stream is dropped).
-fn receiver_stream<T: Send + 'static>(
-    receiver: tokio::sync::mpsc::Receiver<Result<T, Status>>,
-) -> Stream<T> {
-    Box::pin(futures::stream::unfold(
-        receiver,
-        |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
-    ))
-}
 
 fn once<T: Send + 'static>(item: T) -> Stream<T> {
     Box::pin(futures::stream::once(async move { Ok(item) }))

@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
-use super::Flight;
 use super::address::bucket_of;
+use super::state::Flight;
 use super::status::{invalid, status};
 use crate::auth::{Action, Principal};
 use crate::bucket_log::{AppendOutcome, BucketLog};
@@ -73,7 +73,7 @@ pub(crate) async fn do_put(
     flight: Arc<Flight>,
     principal: Principal,
     mut input: Streaming<FlightData>,
-) -> Result<super::Stream<PutResult>, Status> {
+) -> Result<super::state::Stream<PutResult>, Status> {
     let first = input
         .message()
         .await?
@@ -99,7 +99,7 @@ pub(crate) async fn do_put(
     }
     let (results, receiver) = mpsc::channel(flight.core.settings().flight.max_batches_per_append);
     tokio::spawn(pump.run(input, queue, results));
-    Ok(super::receiver_stream(receiver))
+    Ok(super::state::receiver_stream(receiver))
 }
 
 /// The work of one DoPut stream.

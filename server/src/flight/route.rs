@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use tonic::Status;
 
-use super::Flight;
 use super::address::BucketAddress;
+use super::state::Flight;
 use super::status::{LOCATION, set, status};
 use crate::bucket_log::{BucketLog, LogKey};
 use crate::catalog::TableInfo;
