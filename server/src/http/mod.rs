@@ -31,7 +31,8 @@
 //! on other origins: the CORS layer, and writes refused from origins that may not write). The middleware is layered in one place,
 //! [`router`]: the `Host` allowlist, the budget and body limits (`body`: appends read their
 //! body with their format's limit, every other route within `http.body.max_json_bytes`), the
-//! rate limit, the request log (tower-http's trace).
+//! rate limit, the request log (tower-http's trace); outside it, response compression of JSON
+//! and NDJSON (gzip, zstd, when the client asks) and CORS.
 
 mod auth;
 mod body;
@@ -64,6 +65,8 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{Predicate, SizeAbove};
 use tower_http::trace::TraceLayer;
 use tracing::Span;
 
@@ -228,6 +231,14 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             cors::WriteOrigins::new(&core),
             cors::check_origin,
         ));
+    // JSON and NDJSON bodies compressed when the client asks (gzip, zstd); never SSE, whose
+    // events must leave as they come, nor the binary formats.
+    let app = app.layer(
+        CompressionLayer::new()
+            .gzip(true)
+            .zstd(true)
+            .compress_when(SizeAbove::new(256).and(compressible)),
+    );
     // Outside everything but the Host allowlist: preflights carry no token.
     let app = match cors::layer(&core) {
         Some(cors) => app.layer(cors),
@@ -238,6 +249,22 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         None => app,
     };
     app.with_state(core)
+}
+
+/// Whether a response is JSON or NDJSON, the bodies worth compressing.
+fn compressible(
+    _: axum::http::StatusCode,
+    _: axum::http::Version,
+    headers: &axum::http::HeaderMap,
+    _: &axum::http::Extensions,
+) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| {
+            let t = t.split(';').next().unwrap_or("").trim();
+            t == "application/json" || t == crate::format::NDJSON
+        })
 }
 
 /// Liveness. 503 while shutting down, and 503 `{"status":"failing","reason"}` once the WAL has
