@@ -77,11 +77,12 @@ pub fn schema_from_message(message: &[u8]) -> Result<Schema> {
 
 impl<B: BatchBuf> BatchView<B> {
     /// Where the Arrow message's flatbuffer (padding included) and body lie in the batch, or
-    /// `None` for a header-only zero-row batch. Checks the header and the message first, as
-    /// [`BatchView::validate`] does; the flatbuffer carries the rows' own schema version (the
-    /// reader supplies the schema).
+    /// `None` for a header-only zero-row batch. Only the framing is checked (every range lies in
+    /// the batch): this is for sending a stored batch on, which was validated when it was
+    /// appended and whose block the reader checked; run [`BatchView::validate`] first on bytes
+    /// from anywhere else. The flatbuffer carries the rows' own schema version (the reader
+    /// supplies the schema).
     pub fn message_parts(&self) -> Result<Option<(Range<usize>, Range<usize>)>> {
-        self.validate()?;
         Ok(self.message()?.map(|layout| {
             (
                 layout.meta_start..layout.meta_start + layout.meta_len,

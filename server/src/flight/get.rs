@@ -280,7 +280,8 @@ impl Reader {
     }
 }
 
-/// A stored batch's Arrow message as FlightData, sliced from the batch's bytes.
+/// A stored batch's Arrow message as FlightData, sliced from the batch's bytes (not checked
+/// again: it was validated when appended and its block when read, as HTTP sends stored batches).
 fn message_of(batch: &Bytes) -> ApiResult<FlightData> {
     let corrupt = |e: mink_codec::Error| ApiError::Internal {
         message: format!("a stored batch does not hold together: {e}"),
