@@ -28,7 +28,10 @@ const report = (result) => fetch("/result", {method: "POST", body: JSON.stringif
   const nextOffset = read.headers.get("Mink-Next-Offset");
   await read.text();
   const events = new EventSource(node + "/v1/tables/t/buckets/0/records?offset=0");
-  events.onopen = () => { opens += 1; };
+  events.onopen = () => {
+    opens += 1;
+    if (opens === 1) fetch("/ready", {method: "POST", body: "open"});
+  };
   events.onmessage = (e) => {
     for (const row of JSON.parse(e.data)) seen.push(row.id);
     if (seen.length >= want) { events.close(); report({seen, opens, nextOffset}); }
@@ -84,13 +87,14 @@ async fn a_page_on_another_origin_follows_a_bucket_across_recycles() {
     append(0).await;
 
     // The page's own origin: another port.
-    let (sender, mut results) = mpsc::channel(1);
+    let (sender, mut results) = mpsc::channel(2);
     let page = PAGE
         .replace("NODE", &node.url())
         .replace("WANT", &ROWS.to_string());
     let app = Router::new()
         .route("/page.html", get(move || async move { Html(page) }))
         .route("/result", post(result))
+        .route("/ready", post(result))
         .with_state(Arc::new(Mutex::new(sender)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let page_url = format!("http://{}/page.html", listener.local_addr().unwrap());
@@ -110,7 +114,14 @@ async fn a_page_on_another_origin_follows_a_bucket_across_recycles() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Rows keep coming while the page follows, across recycles.
+    // Rows keep coming while the page follows, across recycles: from the moment its stream is
+    // open (a browser slow to start would otherwise find every row there at once).
+    let ready = tokio::time::timeout(Duration::from_secs(60), results.recv()).await;
+    assert_eq!(
+        ready.ok().flatten().as_deref(),
+        Some("open"),
+        "the page's EventSource opens"
+    );
     let writer = tokio::spawn(async move {
         for id in 1..ROWS {
             tokio::time::sleep(Duration::from_millis(300)).await;
