@@ -105,13 +105,26 @@ fn check_committed(object: &Bytes) {
     }
 }
 
-/// The block an index entry names, cut from the object as the read path fetches it.
+/// The block an index entry names, cut from the object as the read path fetches it; decoded
+/// whole, and as the block cache hands it out (slices of pages, here cut every 13 bytes), which
+/// must read the same.
 fn decode_entry_block(
     object: &Bytes,
     entry: &BlockEntry,
 ) -> Result<Vec<StreamBatch>, object::ObjectFormatError> {
     let block = object.slice(entry.position as usize..entry.range().end as usize);
-    object::decode_block(&block, entry)
+    let whole = object::decode_block(&block, entry);
+    let parts: Vec<Bytes> = (0..block.len())
+        .step_by(13)
+        .map(|at| block.slice(at..(at + 13).min(block.len())))
+        .collect();
+    let in_parts = object::decode_block_parts(&parts, entry);
+    assert_eq!(
+        whole.as_ref().ok(),
+        in_parts.as_ref().ok(),
+        "a block reads the same whole and in parts"
+    );
+    whole
 }
 
 /// Recomputes every CRC the footer leads to: the WAL section's (when `wal`), each block's the

@@ -199,23 +199,33 @@ impl LoadRun {
         if self.readahead.is_some() {
             add(&inner.counters.readahead_loads, 1);
         }
-        let result = self.loader.load(self.object_id, range.clone()).await;
+        let result = if count == 1 {
+            self.loader
+                .load(self.object_id, range.clone())
+                .await
+                .map(|bytes| vec![bytes])
+        } else {
+            self.loader
+                .load_pages(self.object_id, range.clone(), page_size)
+                .await
+        };
+        let expected_len = |i: u64| ((i + 1) * page_size).min(end - start) - i * page_size;
+        let whole = |pages: &[Bytes]| {
+            pages.len() as u64 == count
+                && pages
+                    .iter()
+                    .enumerate()
+                    .all(|(i, p)| p.len() as u64 == expected_len(i as u64))
+        };
         let results: Vec<PageResult> = match result {
-            Ok(bytes) if bytes.len() as u64 == end - start => {
-                add(&inner.counters.bytes_loaded, bytes.len() as u64);
+            Ok(pages) if whole(&pages) => {
+                add(&inner.counters.bytes_loaded, end - start);
                 let loaded_at_ms = inner.clock.now_ms_unsigned();
-                (0..count)
-                    .map(|i| {
-                        let from = (i * page_size) as usize;
-                        let to = ((i + 1) * page_size).min(end - start) as usize;
-                        // A page of a multi-page load is copied out so that evicting its neighbours
-                        // frees their memory.
-                        let data = if count == 1 {
-                            bytes.clone()
-                        } else {
-                            Bytes::copy_from_slice(&bytes[from..to])
-                        };
-                        let key = Inner::page_key(self.object_id, self.first + i);
+                pages
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, data)| {
+                        let key = Inner::page_key(self.object_id, self.first + i as u64);
                         inner.pages.insert(
                             key,
                             Page {
@@ -227,13 +237,13 @@ impl LoadRun {
                     })
                     .collect()
             }
-            Ok(bytes) => {
+            Ok(pages) => {
                 add(&inner.counters.load_errors, 1);
                 let error = CacheError::ShortLoad {
                     object_id: self.object_id,
                     range: range.clone(),
                     expected: end - start,
-                    actual: bytes.len() as u64,
+                    actual: pages.iter().map(|p| p.len() as u64).sum(),
                 };
                 vec![Err(error); count as usize]
             }

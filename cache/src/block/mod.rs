@@ -68,6 +68,27 @@ use crate::{
 pub trait PageLoader: Send + Sync + 'static {
     /// Returns bytes `range` of object `object_id`.
     async fn load(&self, object_id: u64, range: Range<u64>) -> Result<Bytes, LoadError>;
+
+    /// Returns bytes `range` of object `object_id` (which starts at a page) in pages of
+    /// `page_size` bytes, each in its own buffer, so that evicting a page frees its memory. The
+    /// same contract as [`PageLoader::load`]. The default cuts one `load` into copies; a loader
+    /// that can read into separate buffers (s3stream's, through the store) saves the copy.
+    async fn load_pages(
+        &self,
+        object_id: u64,
+        range: Range<u64>,
+        page_size: u64,
+    ) -> Result<Vec<Bytes>, LoadError> {
+        let bytes = self.load(object_id, range).await?;
+        let page_size = usize::try_from(page_size).unwrap_or(usize::MAX).max(1);
+        if bytes.len() <= page_size {
+            return Ok(vec![bytes]);
+        }
+        Ok(bytes
+            .chunks(page_size)
+            .map(Bytes::copy_from_slice)
+            .collect())
+    }
 }
 
 /// The block cache of one node. Cheap to clone; clones share the cache.
@@ -119,15 +140,14 @@ impl BlockCache {
         range: Range<u64>,
         loader: &Arc<dyn PageLoader>,
     ) -> Result<Bytes, CacheError> {
-        let (bytes, _waited) = self
-            .inner
-            .read(object_id, object_size, range, loader)
-            .await?;
-        Ok(bytes)
+        self.inner
+            .read_joined(object_id, object_size, range, loader)
+            .await
     }
 
-    /// Like [`BlockCache::read`], and, when `state` shows the reader is sequential, starts loading the
-    /// pages after `range` in the background.
+    /// Like [`BlockCache::read`], but the range comes as slices of its pages, in order, never
+    /// copied (a range within one page is one slice); and, when `state` shows the reader is
+    /// sequential, starts loading the pages after `range` in the background.
     pub async fn read_sequential(
         &self,
         object_id: u64,
@@ -135,8 +155,8 @@ impl BlockCache {
         range: Range<u64>,
         loader: &Arc<dyn PageLoader>,
         state: &mut ReadaheadState,
-    ) -> Result<Bytes, CacheError> {
-        let (bytes, waited) = self
+    ) -> Result<Vec<Bytes>, CacheError> {
+        let (parts, waited) = self
             .inner
             .read(object_id, object_size, range.clone(), loader)
             .await?;
@@ -149,7 +169,7 @@ impl BlockCache {
         ) {
             self.inner.read_ahead(object_id, object_size, ahead, loader);
         }
-        Ok(bytes)
+        Ok(parts)
     }
 
     /// Drops every cached page of an object (e.g. once it has been deleted).

@@ -1,5 +1,6 @@
 //! Reading a range: looking its pages up in both tiers, waiting for the missing ones (loaded by
-//! `load.rs`), and cutting the range out of the pages.
+//! `load.rs`), and cutting the range out of the pages: slices of them, copied together only for
+//! callers that need one contiguous buffer.
 
 use std::{ops::Range, sync::Arc};
 
@@ -34,14 +35,15 @@ impl Inner {
         Some(entry.data.clone())
     }
 
-    /// Reads a range; also says whether the reader had to wait for a load.
+    /// Reads a range as slices of its pages, in order (no copy); also says whether the reader
+    /// had to wait for a load.
     pub(super) async fn read(
         self: &Arc<Self>,
         object_id: u64,
         object_size: u64,
         range: Range<u64>,
         loader: &Arc<dyn PageLoader>,
-    ) -> Result<(Bytes, bool), CacheError> {
+    ) -> Result<(Vec<Bytes>, bool), CacheError> {
         if range.start > range.end || range.end > object_size {
             return Err(CacheError::RangeOutOfBounds {
                 object_id,
@@ -50,7 +52,7 @@ impl Inner {
             });
         }
         if range.is_empty() {
-            return Ok((Bytes::new(), false));
+            return Ok((Vec::new(), false));
         }
         let page_size = self.settings.page_size;
         let first = range.start / page_size;
@@ -76,19 +78,19 @@ impl Inner {
                 pages[(page_index - first) as usize] = Some(bytes);
             }
         }
-        let bytes = self.assemble(object_id, object_size, first, &pages, &range)?;
-        Ok((bytes, waited))
+        let parts = self.slices(object_id, object_size, first, &pages, &range)?;
+        Ok((parts, waited))
     }
 
-    /// Copies the requested range out of its pages (no copy when it lies in one page).
-    fn assemble(
+    /// The requested range's part of each of its pages.
+    fn slices(
         &self,
         object_id: u64,
         object_size: u64,
         first: u64,
         pages: &[Option<Bytes>],
         range: &Range<u64>,
-    ) -> Result<Bytes, CacheError> {
+    ) -> Result<Vec<Bytes>, CacheError> {
         let page_size = self.settings.page_size;
         let mut parts = Vec::with_capacity(pages.len());
         for (i, page) in pages.iter().enumerate() {
@@ -110,13 +112,32 @@ impl Inner {
             let to = range.end.min(page_start + expected) - page_start;
             parts.push(page.slice(from as usize..to as usize));
         }
-        if parts.len() == 1 {
-            return Ok(parts.pop().unwrap_or_default());
-        }
-        let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-        for part in parts {
-            out.extend_from_slice(&part);
-        }
-        Ok(out.freeze())
+        Ok(parts)
     }
+}
+
+impl Inner {
+    /// [`Inner::read`] as one `Bytes`: the slices copied together unless there is only one.
+    pub(super) async fn read_joined(
+        self: &Arc<Self>,
+        object_id: u64,
+        object_size: u64,
+        range: Range<u64>,
+        loader: &Arc<dyn PageLoader>,
+    ) -> Result<Bytes, CacheError> {
+        let (parts, _waited) = self.read(object_id, object_size, range, loader).await?;
+        Ok(joined(parts))
+    }
+}
+
+/// The parts as one `Bytes`: copied together unless there is only one.
+fn joined(mut parts: Vec<Bytes>) -> Bytes {
+    if parts.len() <= 1 {
+        return parts.pop().unwrap_or_default();
+    }
+    let mut out = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+    for part in parts {
+        out.extend_from_slice(&part);
+    }
+    out.freeze()
 }

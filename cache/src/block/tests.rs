@@ -502,11 +502,11 @@ async fn a_sequential_reader_gets_a_growing_readahead_window_without_duplicate_l
     let mut windows = Vec::new();
     let mut offset = 0;
     while offset < 16 * PAGE {
-        let bytes = cache
+        let parts = cache
             .read_sequential(1, size, offset..offset + step, &loader, &mut state)
             .await
             .expect("read");
-        assert_eq!(bytes, object_bytes(1, offset..offset + step));
+        assert_eq!(parts.concat(), object_bytes(1, offset..offset + step));
         windows.push(state.window());
         offset += step;
     }
@@ -767,5 +767,44 @@ async fn pages_evicted_from_memory_are_served_from_the_disk_tier() {
         (after.block_disk_hits + after.block_memory_hits)
             - (before.block_disk_hits + before.block_memory_hits),
         1
+    );
+}
+
+#[tokio::test]
+async fn a_sequential_read_comes_as_slices_of_the_cached_pages() {
+    let cache = open(settings()).await;
+    let counting = Arc::new(CountingLoader::default());
+    let loader = as_loader(&counting);
+    let size = 8 * PAGE;
+    let range = PAGE - 100..2 * PAGE + 100;
+    let mut state = ReadaheadState::new();
+    let first = cache
+        .read_sequential(1, size, range.clone(), &loader, &mut state)
+        .await
+        .expect("read");
+    assert_eq!(
+        first.iter().map(Bytes::len).collect::<Vec<_>>(),
+        [100, PAGE as usize, 100],
+        "one slice per page the range touches"
+    );
+    assert_eq!(first.concat(), object_bytes(1, range.clone()));
+    let again = cache
+        .read_sequential(1, size, range.clone(), &loader, &mut ReadaheadState::new())
+        .await
+        .expect("read again");
+    for (a, b) in first.iter().zip(&again) {
+        assert_eq!(
+            a.as_ptr(),
+            b.as_ptr(),
+            "the cached page's memory, not a copy"
+        );
+    }
+    // A read that needs one buffer gets the same bytes joined.
+    assert_eq!(
+        cache
+            .read(1, size, range.clone(), &loader)
+            .await
+            .expect("read"),
+        object_bytes(1, range)
     );
 }

@@ -47,16 +47,21 @@ pub(crate) struct StorageLoader {
     metrics: Arc<EngineMetrics>,
 }
 
-#[async_trait::async_trait]
-impl PageLoader for StorageLoader {
-    async fn load(&self, object_id: u64, range: Range<u64>) -> Result<Bytes, LoadError> {
-        match self.storage.get_range(&self.key, range.clone()).await {
-            Ok(bytes) => {
+impl StorageLoader {
+    fn counted<T>(
+        &self,
+        bytes: u64,
+        result: Result<T, StorageError>,
+        object_id: u64,
+        range: Range<u64>,
+    ) -> Result<T, LoadError> {
+        match result {
+            Ok(value) => {
                 self.metrics.object_gets.fetch_add(1, Ordering::Relaxed);
                 self.metrics
                     .object_bytes_read
-                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                Ok(bytes)
+                    .fetch_add(bytes, Ordering::Relaxed);
+                Ok(value)
             }
             Err(StorageError::NotFound { .. }) => Err(LoadError::NotFound { object_id }),
             Err(error) => Err(LoadError::Storage {
@@ -65,6 +70,31 @@ impl PageLoader for StorageLoader {
                 source: Box::new(error),
             }),
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl PageLoader for StorageLoader {
+    async fn load(&self, object_id: u64, range: Range<u64>) -> Result<Bytes, LoadError> {
+        let result = self.storage.get_range(&self.key, range.clone()).await;
+        let len = result.as_ref().map_or(0, |b| b.len() as u64);
+        self.counted(len, result, object_id, range)
+    }
+
+    async fn load_pages(
+        &self,
+        object_id: u64,
+        range: Range<u64>,
+        page_size: u64,
+    ) -> Result<Vec<Bytes>, LoadError> {
+        let result = self
+            .storage
+            .get_range_pieces(&self.key, range.clone(), page_size)
+            .await;
+        let len = result
+            .as_ref()
+            .map_or(0, |pages| pages.iter().map(|p| p.len() as u64).sum());
+        self.counted(len, result, object_id, range)
     }
 }
 
@@ -150,14 +180,14 @@ impl ObjectReader {
                     e.stream_id == stream_id && e.end_offset > start && e.start_offset < to
                 });
                 for entry in blocks {
-                    let block = self
+                    let parts = self
                         .caches
                         .blocks
                         .read_sequential(object.id, object.size, entry.range(), &loader, &mut state)
                         .await
                         .map_err(|e| StreamError::Cache(Arc::new(e)))?;
-                    let batches =
-                        object::decode_block(&block, entry).map_err(|e| corrupt(object, e))?;
+                    let batches = object::decode_block_parts(&parts, entry)
+                        .map_err(|e| corrupt(object, e))?;
                     for batch in batches {
                         if batch.end_offset() <= cursor {
                             continue;

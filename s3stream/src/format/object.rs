@@ -52,6 +52,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use mink_metadata::StreamRange;
 
 use super::le::{TagFault, Truncated, check_tag, take, u32_at, u64_at};
+use super::parts::Parts;
 
 use crate::batch::StreamBatch;
 
@@ -402,11 +403,25 @@ pub fn decode_block(
     block: &Bytes,
     entry: &BlockEntry,
 ) -> Result<Vec<StreamBatch>, ObjectFormatError> {
-    let header = take(block, 0, BLOCK_HEADER_LEN, "block header")?;
-    let body_len = u32_at(header, 24) as usize;
-    let stored = u32_at(header, 28);
-    let body = take(block, BLOCK_HEADER_LEN, body_len, "block body")?;
-    let computed = crc32c::crc32c_append(crc32c::crc32c(&header[..28]), body);
+    decode_block_parts(std::slice::from_ref(block), entry)
+}
+
+/// [`decode_block`] of a block held as consecutive parts (slices of cache pages): each batch is
+/// a slice of its part, and only a batch that crosses from one part into the next is copied.
+pub fn decode_block_parts(
+    parts: &[Bytes],
+    entry: &BlockEntry,
+) -> Result<Vec<StreamBatch>, ObjectFormatError> {
+    let block = Parts::new(parts);
+    let header = block.take(0, BLOCK_HEADER_LEN, "block header")?;
+    let body_len = u32_at(&header, 24) as usize;
+    let stored = u32_at(&header, 28);
+    block.take(BLOCK_HEADER_LEN, body_len, "block body")?;
+    let computed = block
+        .pieces(BLOCK_HEADER_LEN, body_len)
+        .fold(crc32c::crc32c(&header[..28]), |crc, piece| {
+            crc32c::crc32c_append(crc, &piece)
+        });
     if stored != computed {
         return Err(ObjectFormatError::CrcMismatch {
             field: "block",
@@ -415,7 +430,7 @@ pub fn decode_block(
             computed,
         });
     }
-    let (stream_id, start, end) = (u64_at(header, 0), u64_at(header, 8), u64_at(header, 16));
+    let (stream_id, start, end) = (u64_at(&header, 0), u64_at(&header, 8), u64_at(&header, 16));
     if stream_id != entry.stream_id || start != entry.start_offset || end != entry.end_offset {
         return Err(ObjectFormatError::Inconsistent(format!(
             "block at {} holds stream {stream_id} [{start}, {end}), its index entry says {entry:?}",
@@ -428,12 +443,11 @@ pub fn decode_block(
     let mut position = BLOCK_HEADER_LEN;
     let mut expected = start;
     while position < BLOCK_HEADER_LEN + body_len {
-        let frame = take(block, position, FRAME_HEADER_LEN, "batch frame")?;
-        let base_offset = u64_at(frame, 0);
-        let count = u32_at(frame, 8);
-        let len = u32_at(frame, 12) as usize;
+        let frame = block.take(position, FRAME_HEADER_LEN, "batch frame")?;
+        let base_offset = u64_at(&frame, 0);
+        let count = u32_at(&frame, 8);
+        let len = u32_at(&frame, 12) as usize;
         let payload_start = position + FRAME_HEADER_LEN;
-        take(block, payload_start, len, "batch payload")?;
         if base_offset != expected || count == 0 {
             return Err(ObjectFormatError::Inconsistent(format!(
                 "batch at byte {position} of block {} starts at offset {base_offset} with {count} \
@@ -441,6 +455,7 @@ pub fn decode_block(
                 entry.position
             )));
         }
+        let payload = block.take(payload_start, len, "batch payload")?;
         expected = base_offset.checked_add(u64::from(count)).ok_or_else(|| {
             ObjectFormatError::Inconsistent(format!(
                 "batch at byte {position} of block {} ends past the largest offset",
@@ -450,7 +465,7 @@ pub fn decode_block(
         batches.push(StreamBatch {
             base_offset,
             count,
-            payload: block.slice(payload_start..payload_start + len),
+            payload,
         });
         position = payload_start + len;
     }
@@ -526,6 +541,45 @@ mod tests {
             .map(|(e, _)| u64::from(e.len))
             .sum();
         assert_eq!(span_bytes, spans[0].len);
+    }
+
+    #[test]
+    fn a_block_in_parts_decodes_as_the_whole_block_and_copies_only_batches_across_a_cut() {
+        let mut builder = ObjectBuilder::new(1 << 20);
+        builder.add_stream(1, &batches(1, 0, 6, 50));
+        let (object, _) = builder.finish();
+        let (entry, whole) = parse(&object).remove(0);
+        let block = object.slice(entry.position as usize..entry.range().end as usize);
+        for cut in 1..block.len() {
+            let parts = [block.slice(..cut), block.slice(cut..)];
+            let read = decode_block_parts(&parts, &entry).expect("decodes in parts");
+            assert_eq!(read, whole, "cut at {cut}");
+            for batch in &read {
+                let start = batch.payload.as_ptr() as usize;
+                let in_first = start >= parts[0].as_ptr() as usize
+                    && start + batch.payload.len() <= parts[0].as_ptr() as usize + cut;
+                let in_second = start >= parts[1].as_ptr() as usize
+                    && start + batch.payload.len() <= parts[1].as_ptr() as usize + parts[1].len();
+                let copied = !in_first && !in_second;
+                let offset_of = |p: usize| p - block.as_ptr() as usize;
+                let crosses = {
+                    let at = whole
+                        .iter()
+                        .find(|b| b.base_offset == batch.base_offset)
+                        .map(|b| offset_of(b.payload.as_ptr() as usize))
+                        .expect("same batch");
+                    at < cut && at + batch.payload.len() > cut
+                };
+                assert_eq!(copied, crosses, "cut at {cut}, batch {}", batch.base_offset);
+            }
+        }
+        let mut bad = block.to_vec();
+        bad[BLOCK_HEADER_LEN + 3] ^= 1;
+        let bad = Bytes::from(bad);
+        assert!(matches!(
+            decode_block_parts(&[bad.slice(..40), bad.slice(40..)], &entry),
+            Err(ObjectFormatError::CrcMismatch { .. })
+        ));
     }
 
     #[test]

@@ -26,6 +26,7 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
 use super::key::Root;
+use super::pieces;
 use super::{
     BoxError, ObjectMeta, ObjectStorage, PutResult, Result, S3Config, StorageError, StorageOp,
     check_range, validate_key, validate_prefix,
@@ -140,6 +141,41 @@ fn to_system_time(t: Option<&aws_sdk_s3::primitives::DateTime>) -> Option<System
 }
 
 impl AwsS3Backend {
+    /// A ranged GET's response, before its body is read.
+    async fn get_range_output(
+        &self,
+        key: &str,
+        range: Range<u64>,
+    ) -> Result<aws_sdk_s3::operation::get_object::GetObjectOutput> {
+        let full = self.full_key(key)?;
+        check_range(key, &range)?;
+        let res = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(full)
+            .range(format!("bytes={}-{}", range.start, range.end - 1))
+            .send()
+            .await;
+        let out = match res {
+            Ok(out) => out,
+            Err(e) => {
+                return Err(match map_sdk_error(StorageOp::Get, key, e) {
+                    StorageError::InvalidRange { key: k, .. } => {
+                        let size = self.head(key).await.ok().map(|m| m.size);
+                        StorageError::InvalidRange {
+                            key: k,
+                            range,
+                            size,
+                        }
+                    }
+                    other => other,
+                });
+            }
+        };
+        Ok(out)
+    }
+
     /// Connects to the bucket described by `config` (no request is sent until the first call).
     /// Without static keys the AWS default credential chain (environment, profile, IMDS) is used.
     pub async fn new(config: S3Config) -> Result<Self> {
@@ -229,6 +265,14 @@ impl AwsS3Backend {
 }
 
 /// The whole body of a GET; a connection lost while reading it is a retryable failure.
+/// The range of a `Content-Range: bytes START-END/SIZE` header, as a half-open range.
+fn content_range(header: &str) -> Option<Range<u64>> {
+    let (span, _size) = header.strip_prefix("bytes ")?.split_once('/')?;
+    let (start, end) = span.split_once('-')?;
+    let (start, end): (u64, u64) = (start.parse().ok()?, end.parse().ok()?);
+    (start <= end).then(|| start..end + 1)
+}
+
 async fn collect_body(
     out: aws_sdk_s3::operation::get_object::GetObjectOutput,
     key: &str,
@@ -273,33 +317,39 @@ impl ObjectStorage for AwsS3Backend {
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
-        let full = self.full_key(key)?;
-        check_range(key, &range)?;
-        let res = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(full)
-            .range(format!("bytes={}-{}", range.start, range.end - 1))
-            .send()
-            .await;
-        let out = match res {
-            Ok(out) => out,
-            Err(e) => {
-                return Err(match map_sdk_error(StorageOp::Get, key, e) {
-                    StorageError::InvalidRange { key: k, .. } => {
-                        let size = self.head(key).await.ok().map(|m| m.size);
-                        StorageError::InvalidRange {
-                            key: k,
-                            range,
-                            size,
-                        }
-                    }
-                    other => other,
-                });
-            }
-        };
+        let out = self.get_range_output(key, range).await?;
         collect_body(out, key).await
+    }
+
+    async fn get_range_pieces(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        piece_len: u64,
+    ) -> Result<Vec<Bytes>> {
+        let mut out = self.get_range_output(key, range.clone()).await?;
+        // The range the store answered with (clipped at the object's end).
+        let answered = out
+            .content_range
+            .as_deref()
+            .and_then(content_range)
+            .unwrap_or(range);
+        let mut filler = pieces::Filler::new(&answered, piece_len);
+        while let Some(chunk) =
+            out.body
+                .try_next()
+                .await
+                .map_err(|e| StorageError::Unavailable {
+                    op: StorageOp::Get,
+                    key: key.to_owned(),
+                    source: Box::new(e),
+                })?
+        {
+            filler.push(&chunk);
+        }
+        filler
+            .finish()
+            .map_err(|got| pieces::short_body(key, got, &answered))
     }
 
     async fn head(&self, key: &str) -> Result<ObjectMeta> {

@@ -156,6 +156,19 @@ impl ObjectStorage for CountingStorage {
         Ok(bytes)
     }
 
+    async fn get_range_pieces(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        piece_len: u64,
+    ) -> Result<Vec<Bytes>> {
+        bump(&self.counters.gets, 1);
+        let pieces = self.track(self.inner.get_range_pieces(key, range, piece_len).await)?;
+        let len: usize = pieces.iter().map(Bytes::len).sum();
+        bump(&self.counters.bytes_out, len as u64);
+        Ok(pieces)
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectMeta> {
         bump(&self.counters.heads, 1);
         self.track(self.inner.head(key).await)

@@ -254,6 +254,20 @@ impl ObjectStorage for FaultyStorage {
             .await
     }
 
+    async fn get_range_pieces(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        piece_len: u64,
+    ) -> Result<Vec<Bytes>> {
+        self.read(
+            StorageOp::Get,
+            key,
+            self.inner.get_range_pieces(key, range, piece_len),
+        )
+        .await
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectMeta> {
         self.read(StorageOp::Head, key, self.inner.head(key)).await
     }

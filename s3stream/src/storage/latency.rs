@@ -253,6 +253,20 @@ impl ObjectStorage for LatencyStorage {
         Ok(bytes)
     }
 
+    async fn get_range_pieces(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        piece_len: u64,
+    ) -> Result<Vec<Bytes>> {
+        self.pause(self.draw(&self.profile.get_first_byte)).await;
+        let pieces = self.inner.get_range_pieces(key, range, piece_len).await?;
+        let len = pieces.iter().map(Bytes::len).sum();
+        self.pause(transfer(len, self.profile.get_bytes_per_sec))
+            .await;
+        Ok(pieces)
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectMeta> {
         self.pause(self.draw(&self.profile.head)).await;
         self.inner.head(key).await

@@ -22,6 +22,7 @@ mod config;
 mod error;
 mod key;
 mod objectstore;
+mod pieces;
 
 #[cfg(feature = "test-util")]
 mod counting;
@@ -146,6 +147,22 @@ pub trait ObjectStorage: Debug + Send + Sync + 'static {
     ///   [`StorageError::InvalidRange`].
     /// - [`StorageError::NotFound`] if the object does not exist.
     async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes>;
+
+    /// [`get_range`](Self::get_range) in one request, handed out in pieces of `piece_len` bytes
+    /// from `range.start` (the last may be shorter), each in its own buffer, so that a caller
+    /// keeping some pieces and dropping others frees the memory of the ones it drops (the block
+    /// cache keeps pages). The same range rules and errors as `get_range`. A `piece_len` of 0 is
+    /// one piece. The default cuts one `get_range` into copies; backends that can read into
+    /// separate buffers do so without the copy.
+    async fn get_range_pieces(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        piece_len: u64,
+    ) -> Result<Vec<Bytes>> {
+        let bytes = self.get_range(key, range).await?;
+        Ok(pieces::copied(&bytes, piece_len))
+    }
 
     /// The object's metadata. [`StorageError::NotFound`] if it does not exist.
     async fn head(&self, key: &str) -> Result<ObjectMeta>;

@@ -25,7 +25,8 @@
 //! `body` (an append's body read within its format's limit), `hosts` (the `Host` allowlist),
 //! `extract` (query, body and bucket of a request), `headers` (the `Mink-*` headers),
 //! `records` (the bucket routes), `read` (range reads and long-polls), `sse` (server-sent
-//! events), `parked` (the limits on parked long-polls and open SSE streams), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
+//! events), `parked` (the limits on parked long-polls and open SSE streams), `pieces` (a body of pieces
+//! sent as they are), `tables` (tables, schemas, writers), `error` (status codes and JSON error bodies),
 //! `rate_limit` (the token bucket in front of `/v1`), `cluster` (`GET /v1/cluster`), `redirect`
 //! (307s to a bucket's owner), `query` (taking a parameter out of the query), `cors` (browsers
 //! on other origins: the CORS layer, and writes refused from origins that may not write). The middleware is layered in one place,
@@ -45,6 +46,7 @@ mod headers;
 mod hosts;
 mod listener;
 mod parked;
+mod pieces;
 mod query;
 mod rate_limit;
 mod read;

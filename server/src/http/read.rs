@@ -32,6 +32,7 @@ use serde::Deserialize;
 use super::extract::millis;
 use super::headers::position_headers;
 use super::parked::{ParkedRead, ParkedReads};
+use super::pieces::Pieces;
 use crate::bucket_log::{BucketLog, LogOffsets, ReadChunk};
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
@@ -176,11 +177,8 @@ fn render(
     let clip = |next: u64| until.map_or(next, |u| next.min(u.max(from)));
     let (body_format, schema, batches, next_offset) = match format {
         Format::Mink | Format::Sse => {
-            let mut out = Vec::with_capacity(chunk.batches.iter().map(|b| b.len()).sum());
-            for b in &chunk.batches {
-                out.extend_from_slice(b);
-            }
-            return Ok((Body::from(out), chunk.next_offset));
+            // Stored batches go out as they are stored: slices of the cached blocks.
+            return Ok((Pieces::body(chunk.batches), chunk.next_offset));
         }
         Format::Ndjson => {
             let mut rows = Vec::with_capacity(chunk.batches.len());
@@ -255,8 +253,7 @@ fn latest_schema(info: &TableInfo, columns: Option<&[String]>) -> ApiResult<Sche
 fn streamed(rendered: format::Rendered) -> Body {
     let format::Rendered { head, tail, .. } = rendered;
     match tail {
-        None if head.len() == 1 => Body::from(head.into_iter().next().unwrap_or_default()),
-        None => Body::from(head.concat()),
+        None => Pieces::body(head),
         Some(tail) => {
             let tail = tail.inspect(|piece| {
                 if let Err(e) = piece {

@@ -59,6 +59,63 @@ pub(super) async fn ranged_gets(store: Arc<dyn ObjectStorage>) {
     }
 }
 
+pub(super) async fn ranged_gets_in_pieces(store: Arc<dyn ObjectStorage>) {
+    let data = pattern(1000, 5);
+    store.put("p", data.clone()).await.unwrap();
+    let counting = Arc::new(CountingStorage::new(store.clone()));
+    let faulty = Arc::new(FaultyStorage::new(store.clone(), 1));
+    let wrapped: [Arc<dyn ObjectStorage>; 3] = [store.clone(), counting.clone(), faulty];
+    for store in wrapped {
+        for (range, piece_len) in [
+            (0..1000, 100),
+            (10..1000, 100),
+            (150..420, 64),
+            (0..1000, 0),
+            (0..1000, 4096),
+            (990..5000, 4),
+        ] {
+            let pieces = store
+                .get_range_pieces("p", range.clone(), piece_len)
+                .await
+                .unwrap();
+            let end = range.end.min(1000) as usize;
+            assert_eq!(
+                pieces.concat(),
+                data.slice(range.start as usize..end),
+                "{range:?} in pieces of {piece_len}"
+            );
+            let lens: Vec<usize> = pieces.iter().map(Bytes::len).collect();
+            let expected: Vec<usize> = if piece_len == 0 {
+                vec![end - range.start as usize]
+            } else {
+                (range.start as usize..end)
+                    .step_by(piece_len as usize)
+                    .map(|at| (end - at).min(piece_len as usize))
+                    .collect()
+            };
+            assert_eq!(lens, expected, "{range:?} in pieces of {piece_len}");
+        }
+        for bad in [1000..1001, 2000..3000, 5..5] {
+            let err = store
+                .get_range_pieces("p", bad.clone(), 10)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, StorageError::InvalidRange { .. }),
+                "{bad:?}: {err:?}"
+            );
+        }
+        let err = store
+            .get_range_pieces("no/such/key", 0..10, 4)
+            .await
+            .unwrap_err();
+        assert!(err.is_not_found(), "{err:?}");
+    }
+    let counts = counting.counts();
+    assert_eq!(counts.gets, 10, "one request per call, however many pieces");
+    assert_eq!(counts.bytes_out, 1000 + 990 + 270 + 1000 + 1000 + 10);
+}
+
 pub(super) async fn head_reports_size_and_time(store: Arc<dyn ObjectStorage>) {
     store.put("h/obj", pattern(1234, 3)).await.unwrap();
     let meta = store.head("h/obj").await.unwrap();

@@ -78,6 +78,7 @@ macro_rules! conformance {
             conformance!(@tests $backend:
                 put_get_round_trip,
                 ranged_gets,
+                ranged_gets_in_pieces,
                 head_reports_size_and_time,
                 missing_objects_are_not_found,
                 delete_is_idempotent,

@@ -52,6 +52,10 @@ pub(crate) struct Options {
     /// Fewer samples and smaller volumes.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// Runs only these items (their numbers, e.g. `--only 4,5,9`); every item when absent. Item 9
+    /// reads the tables of items 4 and 5 and compares with item 4's raw GET, so it needs both.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub(crate) only: Vec<u8>,
     /// Item 8 only: several nodes on moto and etcd (`MINK_TEST_ETCD_ENDPOINTS`); writes
     /// `DIR/cluster.md`. `--store` is not used.
     #[arg(long)]
@@ -85,6 +89,9 @@ mod tests {
         let o =
             Options::try_parse_from(args("--node n --store s3-standard --out o --quick")).unwrap();
         assert_eq!((o.store, o.quick), (Store::S3Standard, true));
+        assert!(o.only.is_empty());
+        let o = Options::try_parse_from(args("--node n --out o --only 4,9")).unwrap();
+        assert_eq!(o.only, [4, 9]);
         assert_eq!((o.node, o.out), (PathBuf::from("n"), PathBuf::from("o")));
         let o = Options::try_parse_from(args("--node n --out o")).unwrap();
         assert_eq!((o.store, o.quick), (Store::Local, false));

@@ -114,6 +114,16 @@ impl Client {
     }
 }
 
+/// Reads a response's body to its end as it arrives and counts its bytes, without joining them
+/// into one buffer (the driver's own copy would be counted against the node).
+pub(crate) async fn body_len(mut r: reqwest::Response) -> Result<u64, Error> {
+    let mut len = 0u64;
+    while let Some(chunk) = r.chunk().await.map_err(|e| format!("read body: {e}"))? {
+        len += chunk.len() as u64;
+    }
+    Ok(len)
+}
+
 pub(crate) fn header_u64(r: &reqwest::Response, name: &str) -> Option<u64> {
     r.headers().get(name)?.to_str().ok()?.parse().ok()
 }

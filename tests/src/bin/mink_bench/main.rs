@@ -137,7 +137,11 @@ async fn run(options: Options) -> Result<(), Error> {
         ("flight", 9),
     ];
     let mut sections = std::collections::BTreeMap::new();
+    let only = bench.options.only.clone();
     for (name, step) in steps {
+        if !only.is_empty() && !only.contains(&step) {
+            continue;
+        }
         let t = Instant::now();
         eprintln!("mink_bench [{}]: {name}", store.name());
         match step {

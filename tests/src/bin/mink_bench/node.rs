@@ -50,6 +50,10 @@ impl NodeProcess {
         }
         // Every writer of the run connects from this one address; item 2 runs 1000 at once.
         let _ = writeln!(c, "[http]\nmax_connections_per_client = 10000");
+        // Settings to try without a rebuild (e.g. `[engine.cache.readahead]` tables), appended last.
+        if let Ok(extra) = std::env::var("MINK_BENCH_EXTRA_CONFIG") {
+            let _ = writeln!(c, "{extra}");
+        }
         c
     }
 
@@ -82,4 +86,18 @@ pub(crate) fn proc_kib(pid: u32, field: &str) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// CPU seconds (user + system) process `pid` has used, from `/proc/PID/stat`; `None` when the
+/// process is gone. The driver's own are `cpu_seconds(std::process::id())`.
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let (user, system) = (ticks(11)?, ticks(12)?);
+    // Ticks of USER_HZ, which is 100 on every Linux this runs on.
+    Some((user + system) / 100.0)
 }

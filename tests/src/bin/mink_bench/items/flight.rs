@@ -13,7 +13,7 @@ use futures::TryStreamExt;
 use tonic::transport::Channel;
 
 use super::Bench;
-use crate::client::header_u64;
+use crate::client::{body_len, header_u64};
 use crate::raw::raw_put_throughput;
 use crate::report::verdict;
 use crate::rows::kv_fields;
@@ -169,11 +169,7 @@ impl Bench {
                 return Err(format!("read at {offset}: {}", r.status()));
             }
             let next = header_u64(&r, "mink-next-offset").ok_or("no mink-next-offset")?;
-            bytes += r
-                .bytes()
-                .await
-                .map_err(|e| format!("read body: {e}"))?
-                .len() as u64;
+            bytes += body_len(r).await?;
             if next <= offset {
                 return Err(format!("read made no progress at {offset}"));
             }

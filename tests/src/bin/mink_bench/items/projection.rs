@@ -9,7 +9,7 @@ use arrow_schema::{DataType, Field, Schema};
 use bytes::Bytes;
 use mink_codec::{BatchMeta, encode_batch};
 
-use crate::client::header_u64;
+use crate::client::{body_len, header_u64};
 use crate::{ARROW, MINK_BATCHES, SCHEMA_ID};
 
 use super::Bench;
@@ -75,11 +75,7 @@ impl Bench {
                         return Err(format!("read: {}", r.status()));
                     }
                     let next = header_u64(&r, "mink-next-offset").ok_or("no mink-next-offset")?;
-                    bytes += r
-                        .bytes()
-                        .await
-                        .map_err(|e| format!("read body: {e}"))?
-                        .len() as u64;
+                    bytes += body_len(r).await?;
                     if next <= offset {
                         return Err(format!("read made no progress at {offset}"));
                     }

@@ -12,7 +12,8 @@ use mink_s3stream::engine::EngineSettings;
 use super::now_ms;
 use crate::MINK_BATCHES;
 use crate::args::Store;
-use crate::client::header_u64;
+use crate::client::{body_len, header_u64};
+use crate::node::cpu_seconds;
 use crate::raw::raw_store;
 use crate::report::verdict;
 use crate::rows::{kv_fields, mink_batch};
@@ -103,7 +104,9 @@ impl Bench {
         self.node.start()?;
         self.node.wait_ready(&self.client.http).await?;
         let mut lines = Vec::new();
+        let pid = self.node.pid().ok_or("the node has no pid")?;
         for phase in ["cold", "warm"] {
+            let cpu = (cpu_seconds(pid), cpu_seconds(std::process::id()));
             let started = Instant::now();
             let (mut offset, mut bytes) = (0u64, 0u64);
             let mut next_tick = 0.0;
@@ -124,11 +127,7 @@ impl Bench {
                     return Err(format!("replay read at {offset}: {}", r.status()));
                 }
                 let next = header_u64(&r, "mink-next-offset").ok_or("no mink-next-offset")?;
-                bytes += r
-                    .bytes()
-                    .await
-                    .map_err(|e| format!("replay body: {e}"))?
-                    .len() as u64;
+                bytes += body_len(r).await?;
                 if next <= offset {
                     return Err(format!("replay made no progress at offset {offset}"));
                 }
@@ -149,7 +148,18 @@ impl Bench {
                 "{phase},{t:.4},{:.3}",
                 bytes as f64 / 1e6
             );
-            lines.push((phase, bytes, bytes as f64 / t / 1e6));
+            let used = |before: Option<f64>, id: u32| Some(cpu_seconds(id)? - before?);
+            let (node_cpu, driver_cpu) = (
+                used(cpu.0, pid).unwrap_or(f64::NAN),
+                used(cpu.1, std::process::id()).unwrap_or(f64::NAN),
+            );
+            lines.push((
+                phase,
+                bytes,
+                bytes as f64 / t / 1e6,
+                node_cpu / t,
+                driver_cpu / t,
+            ));
         }
         let metrics = self.client.metrics().await?;
         let get = |k: &str| {
@@ -162,13 +172,13 @@ impl Bench {
             self.report.md,
             "### 4. Catch-up replay of {} MiB from committed objects (HTTP reads of up to 16 MiB, \
              mink batch format, after a restart of the node)\n\n\
-             | | MB/s | ratio to raw GET | goal |\n|---|---|---|---|\n\
-             | raw sequential GET of the node's {} committed objects ({:.0} MB: the replay's, and a few KB of items 1 and 3) | {raw_mbps:.1} | 1.00x | |\n",
+             | | MB/s | ratio to raw GET | goal | node CPU (cores) | driver CPU (cores) |\n|---|---|---|---|---|---|\n\
+             | raw sequential GET of the node's {} committed objects ({:.0} MB: the replay's, and a few KB of items 1 and 3) | {raw_mbps:.1} | 1.00x | | | |\n",
             total >> 20,
             objects.len(),
             raw_bytes as f64 / 1e6,
         );
-        for (phase, bytes, mbps) in &lines {
+        for (phase, bytes, mbps, node_cores, driver_cores) in &lines {
             let ratio = mbps / raw_mbps;
             let goal = if *phase == "cold" {
                 format!(">= 0.8x: {}", verdict(ratio >= 0.8))
@@ -177,7 +187,8 @@ impl Bench {
             };
             let _ = writeln!(
                 self.report.md,
-                "| replay, {phase} caches ({:.0} MB) | {mbps:.1} | **{ratio:.2}x** | {goal} |",
+                "| replay, {phase} caches ({:.0} MB) | {mbps:.1} | **{ratio:.2}x** | {goal} | \
+                 {node_cores:.2} | {driver_cores:.2} |",
                 *bytes as f64 / 1e6
             );
         }
