@@ -32,24 +32,33 @@ use super::{
     validate_key, validate_prefix,
 };
 
-/// Reads `pieces` of `file` each into its own buffer.
+/// Reads `pieces` of `file` each into its own buffer (not zeroed first: `read_to_end` fills
+/// the buffer's spare capacity).
 fn read_pieces(
-    file: &std::fs::File,
+    mut file: &std::fs::File,
     path: &std::path::Path,
     key: &str,
     pieces: Vec<Range<u64>>,
 ) -> Result<Vec<Bytes>> {
-    use std::os::unix::fs::FileExt;
+    use std::io::{Read, Seek, SeekFrom};
+    let failed = |e: std::io::Error| StorageError::Unavailable {
+        op: StorageOp::Get,
+        key: key.to_owned(),
+        source: format!("read {}: {e}", path.display()).into(),
+    };
+    let Some(first) = pieces.first() else {
+        return Ok(Vec::new());
+    };
+    file.seek(SeekFrom::Start(first.start)).map_err(failed)?;
     pieces
         .into_iter()
         .map(|piece| {
-            let mut buf = vec![0u8; (piece.end - piece.start) as usize];
-            file.read_exact_at(&mut buf, piece.start)
-                .map_err(|e| StorageError::Unavailable {
-                    op: StorageOp::Get,
-                    key: key.to_owned(),
-                    source: format!("read {}: {e}", path.display()).into(),
-                })?;
+            let len = piece.end - piece.start;
+            let mut buf = Vec::with_capacity(len as usize);
+            file.take(len).read_to_end(&mut buf).map_err(failed)?;
+            if buf.len() as u64 != len {
+                return Err(short_body(key, buf.len() as u64, &piece));
+            }
             Ok(Bytes::from(buf))
         })
         .collect()
