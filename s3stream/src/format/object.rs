@@ -416,7 +416,7 @@ pub fn decode_block_parts(
     let header = block.take(0, BLOCK_HEADER_LEN, "block header")?;
     let body_len = u32_at(&header, 24) as usize;
     let stored = u32_at(&header, 28);
-    block.take(BLOCK_HEADER_LEN, body_len, "block body")?;
+    block.check(BLOCK_HEADER_LEN, body_len, "block body")?;
     let computed = block
         .pieces(BLOCK_HEADER_LEN, body_len)
         .fold(crc32c::crc32c(&header[..28]), |crc, piece| {

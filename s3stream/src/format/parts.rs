@@ -32,15 +32,7 @@ impl<'a> Parts<'a> {
         len: usize,
         field: &'static str,
     ) -> Result<Bytes, Truncated> {
-        let available = self.len.saturating_sub(position);
-        if position > self.len || len > available {
-            return Err(Truncated {
-                field,
-                position,
-                needed: len,
-                available,
-            });
-        }
+        self.check(position, len, field)?;
         let mut pieces = self.pieces(position, len);
         match (pieces.next(), pieces.next()) {
             (None, _) => Ok(Bytes::new()),
@@ -53,6 +45,26 @@ impl<'a> Parts<'a> {
                 Ok(out.freeze())
             }
         }
+    }
+
+    /// That `len` bytes at `position` lie within the run (nothing is read or copied); or how far
+    /// short it is for `field`.
+    pub(crate) fn check(
+        &self,
+        position: usize,
+        len: usize,
+        field: &'static str,
+    ) -> Result<(), Truncated> {
+        let available = self.len.saturating_sub(position);
+        if position > self.len || len > available {
+            return Err(Truncated {
+                field,
+                position,
+                needed: len,
+                available,
+            });
+        }
+        Ok(())
     }
 
     /// The slices of the parts that hold `len` bytes at `position` (which the caller has
