@@ -38,6 +38,7 @@ pub use log::{
     WalCompacted,
 };
 pub use records::{
-    BucketAssignment, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim, StreamRange,
-    StreamRecord, StreamState, TableRecord, WalReservation, WriterSnapshot, is_life_of, member_id,
+    BucketAssignment, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim, RetentionPolicy,
+    StreamRange, StreamRecord, StreamState, TableRecord, WalReservation, WriterSnapshot,
+    is_life_of, member_id,
 };

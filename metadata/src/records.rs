@@ -26,6 +26,24 @@ pub struct TableRecord {
     /// incarnations existed read as 0.
     #[serde(default)]
     pub incarnation: u64,
+    /// The table's own retention policy; `None` (and records written before retention existed)
+    /// follows the node's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionPolicy>,
+}
+
+/// How much of each bucket's log a table keeps: batches committed within `age_ms`, and at most
+/// about `bytes` per bucket (trimmed at object-range boundaries). A field left out follows the
+/// node's default; both out: keep everything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionPolicy {
+    /// Keep batches committed at most this long ago (milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_ms: Option<u64>,
+    /// Keep at most about this many bytes per bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 impl TableRecord {
@@ -363,6 +381,7 @@ mod tests {
         let record: TableRecord = from_json_body("mink/tables/t", old).unwrap();
         assert_eq!(record.incarnation, 0);
         assert_eq!(record.key_segment(), "t");
+        assert_eq!(record.retention, None);
         let new = TableRecord {
             incarnation: 9,
             ..record
@@ -370,5 +389,22 @@ mod tests {
         assert_eq!(new.key_segment(), "t@9");
         let back: TableRecord = from_json_body("k", &json_body(&new)).unwrap();
         assert_eq!(back, new);
+        // No policy of its own: the record's bytes are what they were before retention existed.
+        assert!(
+            !String::from_utf8(json_body(&new))
+                .unwrap()
+                .contains("retention")
+        );
+        let kept = TableRecord {
+            retention: Some(RetentionPolicy {
+                age_ms: Some(60_000),
+                bytes: None,
+            }),
+            ..new
+        };
+        let text = String::from_utf8(json_body(&kept)).unwrap();
+        assert!(text.contains(r#""retention":{"age_ms":60000}"#), "{text}");
+        let back: TableRecord = from_json_body("k", text.as_bytes()).unwrap();
+        assert_eq!(back, kept);
     }
 }

@@ -29,7 +29,10 @@ pub mod wal;
 
 pub use batch::StreamBatch;
 pub use engine::stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound, Stream};
-pub use engine::{CompactionSettings, Engine, EngineBuilder, EngineMetrics, EngineSettings};
+pub use engine::{
+    CompactionSettings, Engine, EngineBuilder, EngineMetrics, EngineSettings, Footprint,
+    StoredPiece,
+};
 pub use error::{Result, StreamError};
 pub use failpoints::Failpoints;
 pub use storage::ObjectStorage;

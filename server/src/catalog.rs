@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
-use mink_metadata::{Metadata, TableRecord};
+use mink_metadata::{Metadata, RetentionPolicy, TableRecord};
 use parking_lot::RwLock;
 
 use crate::cluster::OwnershipView;
@@ -179,15 +179,19 @@ impl Catalog {
         ))
     }
 
-    /// Creates a table.
+    /// Creates a table, with its own retention policy when given.
     pub async fn create(
         &self,
         name: &str,
         schema: &JsonSchema,
         buckets: u32,
         partitions: Vec<String>,
+        retention: Option<RetentionPolicy>,
     ) -> ApiResult<Arc<TableInfo>> {
         check_name(name)?;
+        if let Some(policy) = &retention {
+            check_retention(policy)?;
+        }
         let limits = &self.limits;
         if buckets == 0 {
             return Err(ApiError::bad_request("a table needs at least one bucket"));
@@ -243,6 +247,7 @@ impl Catalog {
             bucket_count: buckets,
             partitions,
             incarnation: self.metadata.allocate_table_incarnation().await?,
+            retention,
         };
         let assignments = match &self.ownership {
             Some(view) => spread(&record, view),
@@ -329,6 +334,26 @@ impl Catalog {
         Ok(next)
     }
 
+    /// Sets the table's own retention policy (`None`: follow the node's default); returns the
+    /// record written.
+    pub async fn set_retention(
+        &self,
+        name: &str,
+        retention: Option<RetentionPolicy>,
+    ) -> ApiResult<TableRecord> {
+        let info = self.get(name).await?;
+        if let Some(policy) = &retention {
+            check_retention(policy)?;
+        }
+        let updated = self.metadata.set_table_retention(name, retention).await?;
+        if updated.incarnation == info.record.read().incarnation {
+            *info.record.write() = updated.clone();
+        } else {
+            self.forget(&info.record());
+        }
+        Ok(updated)
+    }
+
     /// Forgets the cached copy of `dropped`'s incarnation, if that is the one cached.
     pub fn forget(&self, dropped: &TableRecord) {
         let mut cache = self.cache.write();
@@ -361,6 +386,13 @@ fn check_segment(what: &str, name: &str) -> ApiResult<()> {
             "{what} name `{name}` must be 1-200 characters of letters, digits, `-`, `_` or `.`"
         )))
     }
+}
+
+/// A policy under the minimums is a 400 `invalid_retention` naming the field.
+fn check_retention(policy: &RetentionPolicy) -> ApiResult<()> {
+    crate::settings::check_retention(policy).map_err(|(field, why)| {
+        ApiError::invalid("invalid_retention", format!("retention.{field} {why}"))
+    })
 }
 
 fn check_name(name: &str) -> ApiResult<()> {

@@ -34,6 +34,7 @@ pub mod format;
 mod http;
 pub mod metrics;
 pub mod node;
+pub mod retention;
 pub mod settings;
 
 pub use bucket_log::{BucketLog, LogProvider};

@@ -9,7 +9,7 @@
 //! connections, the connections it refused at accept, the request bytes it holds against
 //! `http.max_inflight_request_bytes` and the requests that budget refused. In a cluster: the
 //! leader's assignment writes, the dead members recovered here, whether this node leads, and
-//! the buckets it released.
+//! the buckets it released. Retention counts its runs, the offsets it trimmed and its failures.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +75,14 @@ pub struct Metrics {
     pub flight_connections_refused: Counter,
     /// Live DoGet streams open now (`flight.max_live_streams`).
     pub flight_live_streams: Gauge,
+    /// Retention runs finished.
+    pub retention_runs: Counter,
+    /// Offsets retention moved below log starts.
+    pub retention_trimmed_offsets: Counter,
+    /// Buckets (or whole runs) retention failed on.
+    pub retention_errors: Counter,
+    /// How long the last retention run took, in milliseconds.
+    pub retention_last_run_ms: Gauge,
 }
 
 impl Metrics {
@@ -102,6 +110,10 @@ impl Metrics {
         let flight_connections = Gauge::default();
         let flight_connections_refused = Counter::default();
         let flight_live_streams = Gauge::default();
+        let retention_runs = Counter::default();
+        let retention_trimmed_offsets = Counter::default();
+        let retention_errors = Counter::default();
+        let retention_last_run_ms = Gauge::default();
         registry.register("appends", "Append requests served", appends.clone());
         registry.register(
             "append_bytes",
@@ -195,6 +207,26 @@ impl Metrics {
             "Live DoGet streams open (limit flight.max_live_streams)",
             flight_live_streams.clone(),
         );
+        registry.register(
+            "retention_runs",
+            "Retention runs finished",
+            retention_runs.clone(),
+        );
+        registry.register(
+            "retention_trimmed_offsets",
+            "Offsets retention moved below log starts",
+            retention_trimmed_offsets.clone(),
+        );
+        registry.register(
+            "retention_errors",
+            "Buckets or runs retention failed on (retried at the next run)",
+            retention_errors.clone(),
+        );
+        registry.register(
+            "retention_last_run_milliseconds",
+            "How long the last retention run took",
+            retention_last_run_ms.clone(),
+        );
         if let Some(engine) = engine {
             registry.register_collector(Box::new(EngineCollector { engine }));
         }
@@ -221,6 +253,10 @@ impl Metrics {
             flight_connections,
             flight_connections_refused,
             flight_live_streams,
+            retention_runs,
+            retention_trimmed_offsets,
+            retention_errors,
+            retention_last_run_ms,
         }
     }
 

@@ -17,6 +17,12 @@ use serde_json::Value;
 
 http_suite!(suite::embedded);
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_by_age() {
+    // On an injected clock, which only this crate's embedded backend runs on.
+    suite::retention_by_age(suite::embedded("retention_by_age")).await;
+}
+
 /// Creates table `name` with one int64 column `id` on the node at `url`.
 async fn create_id_table(http: &reqwest::Client, url: &str, name: &str) {
     let created = http

@@ -18,7 +18,7 @@ use crate::alloc::{IdKind, reserve_block};
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
 use crate::kv::{CasOutcome, Compare, MetaKvExt, Op, Txn};
-use crate::records::{BucketAssignment, TableRecord};
+use crate::records::{BucketAssignment, RetentionPolicy, TableRecord};
 use crate::value::{decode, encode};
 
 /// One decision of the leader: the assignment at `key`, read at `version`, goes to `to` (or is
@@ -286,6 +286,27 @@ impl Metadata {
         .await
     }
 
+    /// Sets (or, with `None`, removes) the table's own retention policy, as a compare-and-set
+    /// on its record; returns the record written.
+    pub async fn set_table_retention(
+        &self,
+        name: &str,
+        retention: Option<RetentionPolicy>,
+    ) -> Result<TableRecord> {
+        keys::check_segment("table", name)?;
+        let key = keys::table(name);
+        self.update_record(
+            &key,
+            "set retention",
+            ("table", name),
+            |table: &mut TableRecord| {
+                table.retention = retention;
+                Ok(())
+            },
+        )
+        .await
+    }
+
     /// Deletes a table record without a tombstone; returns whether it existed. A table with
     /// tablets is dropped with [`Metadata::drop_table`] instead.
     pub async fn delete_table(&self, name: &str) -> Result<bool> {
@@ -309,6 +330,7 @@ mod tests {
             bucket_count: 1,
             partitions: vec!["default".to_owned()],
             incarnation,
+            retention: None,
         }
     }
 

@@ -23,13 +23,16 @@ struct Entry {
 #[derive(Default)]
 pub(crate) struct LogCache {
     entries: BTreeMap<u64, Entry>,
+    /// Payload bytes of every entry.
+    bytes: u64,
 }
 
 impl LogCache {
     /// Adds a batch at the end. The caller (the stream, under its sequencing lock) guarantees
     /// contiguity.
     pub(crate) fn push(&mut self, batch: StreamBatch, permit: Option<OwnedSemaphorePermit>) {
-        self.entries.insert(
+        self.bytes += batch.payload.len() as u64;
+        let replaced = self.entries.insert(
             batch.base_offset,
             Entry {
                 count: batch.count,
@@ -37,6 +40,16 @@ impl LogCache {
                 _permit: permit,
             },
         );
+        if let Some(old) = replaced {
+            self.bytes -= old.payload.len() as u64;
+        }
+    }
+
+    /// The offsets held, `[first, end)`, and their payload bytes; `None` when empty.
+    pub(crate) fn extent(&self) -> Option<(u64, u64, u64)> {
+        let (&first, _) = self.entries.first_key_value()?;
+        let (&last, entry) = self.entries.last_key_value()?;
+        Some((first, last + u64::from(entry.count), self.bytes))
     }
 
     /// Batches from the one holding `from` up to `to` (exclusive bound on base offsets), at
@@ -82,13 +95,17 @@ impl LogCache {
             if *entry.key() + u64::from(entry.get().count) > offset {
                 break;
             }
-            entry.remove();
+            self.bytes -= entry.remove().payload.len() as u64;
         }
     }
 
     /// Drops every batch at or above `offset` (appends that failed to become durable).
     pub(crate) fn remove_from(&mut self, offset: u64) {
-        self.entries.split_off(&offset);
+        let removed = self.entries.split_off(&offset);
+        self.bytes -= removed
+            .values()
+            .map(|e| e.payload.len() as u64)
+            .sum::<u64>();
     }
 }
 
@@ -142,10 +159,14 @@ mod tests {
         };
         assert_eq!(cache.between(0, 16).len(), 2);
         assert_eq!(cache.between(15, 16).len(), 1);
+        assert_eq!(cache.extent(), Some((10, 20, 300)));
         cache.remove_below(16);
         assert_eq!(held(&cache), [16]);
+        assert_eq!(cache.extent(), Some((16, 20, 100)));
         assert!(cache.read(15, 100, usize::MAX).is_none());
         cache.remove_from(16);
         assert!(held(&cache).is_empty());
+        assert_eq!(cache.extent(), None);
+        assert_eq!(cache.bytes, 0);
     }
 }

@@ -26,6 +26,7 @@
 //! [`stream`] (the handle appends and reads go through); and this file, the engine handle.
 
 mod compaction;
+mod footprint;
 mod lock;
 mod log_cache;
 mod metrics;
@@ -48,6 +49,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 pub use compaction::CompactionSettings;
+pub use footprint::{Footprint, StoredPiece};
 pub use metrics::EngineMetrics;
 pub use settings::EngineSettings;
 

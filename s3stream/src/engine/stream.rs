@@ -18,6 +18,7 @@ use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, oneshot, watch};
 
 use super::compaction;
+use super::footprint::{self, Footprint};
 use super::lock::lock;
 use super::open_stream::OpenStream;
 use super::shared::{EngineShared, units};
@@ -458,6 +459,30 @@ impl Stream {
             stream_id: state.id,
             message: format!("offset {from} is neither in the log cache nor committed"),
         })
+    }
+
+    /// What the stream keeps from its start offset: its committed object ranges (from the object
+    /// index, no request) and its batches not yet compacted, with their sizes.
+    pub fn footprint(&self) -> Footprint {
+        let state = &self.state;
+        let start = state.offsets_start();
+        let confirm = state.confirm();
+        let committed_end = state.committed_end.load(Ordering::Acquire);
+        let ranges = self
+            .engine
+            .metadata
+            .index()
+            .covering(state.id, start, usize::MAX);
+        let committed = ranges
+            .iter()
+            .map(|c| (c.range.start_offset, c.range.end_offset, c.range.len))
+            .filter(|(s, _, _)| *s < committed_end);
+        let tail = lock(&state.log).extent();
+        Footprint {
+            start,
+            confirm,
+            pieces: footprint::pieces(committed, tail),
+        }
     }
 
     /// Waits until the confirm offset passes `offset` (returns the confirm offset), or the

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use mink_s3stream::Footprint;
 
 pub use registry::Logs;
 pub use tablet::TabletProvider;
@@ -99,6 +100,8 @@ pub trait BucketLog: Send + Sync + 'static {
     ) -> ApiResult<ReadChunk>;
     /// The offsets now.
     fn offsets(&self) -> LogOffsets;
+    /// What the log keeps on the store from its log start, piece by piece with sizes.
+    fn footprint(&self) -> Footprint;
     /// Waits for the high watermark to pass `offset`.
     async fn wait_past(&self, offset: u64, timeout: Duration) -> u64;
     /// Whether the log was closed or destroyed.

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use mink_metadata::MetaError;
 use mink_runtime::{Clock, SystemClock};
+use mink_s3stream::Footprint;
 use mink_s3stream::StreamError;
 use mink_s3stream::engine::Engine;
 use mink_tablet::{Columns, ErrorKind, Isolation, Schemas, Tablet, TabletId, TabletSettings};
@@ -203,6 +204,10 @@ impl BucketLog for TabletLog {
             log_start: o.log_start,
             high_watermark: o.high_watermark,
         }
+    }
+
+    fn footprint(&self) -> Footprint {
+        self.tablet.footprint()
     }
 
     async fn wait_past(&self, offset: u64, timeout: Duration) -> u64 {

@@ -96,6 +96,7 @@ pub(crate) fn layer(core: &NodeCore) -> Option<CorsLayer> {
                 Method::HEAD,
                 Method::POST,
                 Method::PUT,
+                Method::PATCH,
                 Method::DELETE,
             ])
             .allow_headers([

@@ -5,9 +5,10 @@
 //! |---|---|---|
 //! | GET | `/healthz` | liveness: 200 while serving; 503 while shutting down or once the WAL failed for good (`{"status":"failing","reason"}`) |
 //! | GET | `/metrics` | Prometheus text |
-//! | POST | `/v1/tables` | create a table: `{"name", "schema": {"fields": [...]}, "buckets", "partitions"}` |
+//! | POST | `/v1/tables` | create a table: `{"name", "schema": {"fields": [...]}, "buckets", "partitions", "retention"}` |
 //! | GET | `/v1/tables` | list tables |
 //! | GET, DELETE | `/v1/tables/{table}` | get / drop a table (drop destroys its logs and writer snapshots) |
+//! | PATCH | `/v1/tables/{table}` | `{"retention": {"age_ms", "bytes"} or null}`: set the table's retention |
 //! | POST | `/v1/tables/{table}/schemas` | add a schema version: `{"schema": {...}}` -> `{"schema_id"}` |
 //! | POST | `/v1/writers` | init_writer: `{"writer_id"}` from the shared allocator |
 //! | GET | `/v1/cluster` | the live nodes and the bucket assignments, as this node sees them |
@@ -145,7 +146,9 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         .route("/tables", post(tables::create).get(tables::list))
         .route(
             "/tables/{table}",
-            get(tables::get).delete(tables::drop_table),
+            get(tables::get)
+                .patch(tables::update)
+                .delete(tables::drop_table),
         )
         .route("/tables/{table}/schemas", post(tables::add_schema))
         .route("/writers", post(tables::init_writer))

@@ -205,6 +205,7 @@ pub(crate) async fn offsets(
     Ok(Json(json!({
         "log_start": o.log_start,
         "high_watermark": o.high_watermark,
+        "retained_bytes": log.footprint().bytes(),
     })))
 }
 

@@ -1,4 +1,4 @@
-//! The control routes: tables (create, list, get, drop), schema versions, and writer ids.
+//! The control routes: tables (create, list, get, update, drop), schema versions, and writer ids.
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use mink_metadata::TableRecord;
+use mink_metadata::{RetentionPolicy, TableRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -16,6 +16,7 @@ use crate::auth::{Action, Principal};
 use crate::core::NodeCore;
 use crate::error::ApiResult;
 use crate::format::schema::JsonSchema;
+use crate::retention::policy::Effective;
 
 /// Body of a create-table request.
 #[derive(Debug, Deserialize)]
@@ -27,6 +28,17 @@ pub(crate) struct CreateTable {
     buckets: u32,
     #[serde(default)]
     partitions: Option<Vec<String>>,
+    /// The table's own retention policy; absent: the node's default.
+    #[serde(default)]
+    retention: Option<RetentionPolicy>,
+}
+
+/// Body of a table update: today only its retention policy (`null`: back to the node's
+/// default).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateTable {
+    retention: Option<RetentionPolicy>,
 }
 
 fn one() -> u32 {
@@ -48,6 +60,14 @@ pub(crate) struct TableView {
     partitions: Vec<String>,
     latest_schema_id: Option<u16>,
     schemas: Vec<SchemaView>,
+    retention: RetentionView,
+}
+
+/// A table's retention: its own policy, and what applies with the node's default.
+#[derive(Debug, Serialize)]
+struct RetentionView {
+    policy: Option<RetentionPolicy>,
+    effective: Effective,
 }
 
 #[derive(Debug, Serialize)]
@@ -56,8 +76,8 @@ struct SchemaView {
     schema: serde_json::Value,
 }
 
-impl From<&TableRecord> for TableView {
-    fn from(record: &TableRecord) -> Self {
+impl TableView {
+    fn new(record: &TableRecord, node_default: &RetentionPolicy) -> Self {
         TableView {
             name: record.name.clone(),
             buckets: record.bucket_count,
@@ -71,8 +91,16 @@ impl From<&TableRecord> for TableView {
                     schema: serde_json::from_str(text).unwrap_or(serde_json::Value::Null),
                 })
                 .collect(),
+            retention: RetentionView {
+                policy: record.retention,
+                effective: Effective::of(record.retention.as_ref(), node_default),
+            },
         }
     }
+}
+
+fn view(core: &NodeCore, record: &TableRecord) -> TableView {
+    TableView::new(record, &core.settings().retention.default_policy())
 }
 
 pub(crate) async fn create(
@@ -87,10 +115,16 @@ pub(crate) async fn create(
         .unwrap_or_else(|| vec!["default".to_owned()]);
     let info = core
         .catalog()
-        .create(&body.name, &body.schema, body.buckets, partitions)
+        .create(
+            &body.name,
+            &body.schema,
+            body.buckets,
+            partitions,
+            body.retention,
+        )
         .await?;
     tracing::info!(table = %body.name, buckets = body.buckets, "table created");
-    Ok((StatusCode::CREATED, Json(TableView::from(&info.record()))).into_response())
+    Ok((StatusCode::CREATED, Json(view(&core, &info.record()))).into_response())
 }
 
 pub(crate) async fn list(
@@ -100,7 +134,7 @@ pub(crate) async fn list(
     let mut tables = core.catalog().list().await?;
     tables.retain(|t| principal.may_read(&t.name));
     Ok(Json(json!({
-        "tables": tables.iter().map(TableView::from).collect::<Vec<_>>()
+        "tables": tables.iter().map(|t| view(&core, t)).collect::<Vec<_>>()
     })))
 }
 
@@ -109,7 +143,18 @@ pub(crate) async fn get(
     Path(table): Path<String>,
 ) -> ApiResult<Json<TableView>> {
     let info = core.catalog().get(&table).await?;
-    Ok(Json(TableView::from(&info.record())))
+    Ok(Json(view(&core, &info.record())))
+}
+
+pub(crate) async fn update(
+    State(core): State<Arc<NodeCore>>,
+    Path(table): Path<String>,
+    body: Result<Json<UpdateTable>, JsonRejection>,
+) -> ApiResult<Json<TableView>> {
+    let body = json_body(body)?;
+    let record = core.catalog().set_retention(&table, body.retention).await?;
+    tracing::info!(table = %table, retention = ?body.retention, "table retention set");
+    Ok(Json(view(&core, &record)))
 }
 
 pub(crate) async fn drop_table(

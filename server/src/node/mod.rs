@@ -185,7 +185,15 @@ impl NodeBuilder {
             Ok(n) => tracing::info!(tables = n, "finished dropping tables"),
             Err(e) => tracing::warn!(error = %e, "cannot list dropped tables; retrying later"),
         }
-        let background = tokio::spawn(core.clone().run_background());
+        let background = tokio::spawn({
+            let core = core.clone();
+            async move {
+                tokio::join!(
+                    core.clone().run_background(),
+                    crate::retention::run(core.clone())
+                );
+            }
+        });
         let releases = tokio::spawn(core.clone().run_releases());
         let server = http::start(core.clone()).await.map_err(|source| {
             background.abort();
@@ -293,7 +301,8 @@ pub struct Node {
     server: Option<JoinHandle<std::io::Result<()>>>,
     /// The Flight front end's server, when it listens.
     flight: Option<JoinHandle<std::io::Result<()>>>,
-    /// The core's background work (dropped-table cleanup); stops with the shutdown signal.
+    /// The core's background work (dropped-table cleanup, retention); stops with the shutdown
+    /// signal.
     background: JoinHandle<()>,
     /// Releases buckets moved away (a cluster); stops with the shutdown signal.
     releases: JoinHandle<()>,

@@ -54,6 +54,12 @@
 //! drain_timeout_ms = 20000
 //! # advertise_flight = "grpc://10.0.0.5:8815"
 //!
+//! [retention]              # defaults for tables without a policy of their own
+//! # age_ms = 604800000     # unset: keep everything
+//! # bytes = 1073741824     # per bucket; unset: keep everything
+//! interval_ms = 60000
+//! max_concurrent = 16
+//!
 //! [flight]                 # the Arrow Flight front end; listen = "none" turns it off
 //! listen = "127.0.0.1:8815"
 //! max_message_bytes = 16777216
@@ -70,6 +76,7 @@ mod http;
 mod limits;
 pub mod listen;
 mod node;
+mod retention;
 mod storage;
 mod tablet;
 mod tls;
@@ -90,6 +97,9 @@ pub use flight::{DEFAULT_FLIGHT_PORT, FlightSettings};
 pub use http::HttpSettings;
 pub use limits::LimitsSettings;
 pub use node::NodeSettings;
+pub use retention::{
+    MIN_RETENTION_AGE_MS, MIN_RETENTION_BYTES, RetentionSettings, check_policy as check_retention,
+};
 pub use storage::{MetadataBackend, MetadataSettings, StorageBackend, StorageSettings};
 pub use tablet::TabletSettings;
 pub use tls::TlsSettings;
@@ -124,6 +134,8 @@ pub struct Settings {
     pub cluster: ClusterSettings,
     /// The Arrow Flight front end: where it listens, its limits.
     pub flight: FlightSettings,
+    /// The node's default retention policy and the retention task's cadence.
+    pub retention: RetentionSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
     pub engine: EngineSettings,
     /// Every tablet's limits and cadences (rows, writers, request size, snapshots).
@@ -149,6 +161,7 @@ impl Default for Settings {
             node: NodeSettings::default(),
             cluster: ClusterSettings::default(),
             flight: FlightSettings::default(),
+            retention: RetentionSettings::default(),
             engine: EngineSettings::default(),
             tablet: TabletSettings::default(),
             chaos: None,
@@ -197,6 +210,7 @@ impl Settings {
         self.node.validate()?;
         self.cluster.validate()?;
         self.flight.validate()?;
+        self.retention.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }

@@ -69,6 +69,17 @@ impl Harness {
         }
     }
 
+    /// A harness around a node the test started itself (on an injected clock, say) from
+    /// `backend`'s settings.
+    pub fn attach(backend: Backend, node: Node) -> Self {
+        Harness {
+            url: node.url(),
+            node: Some(node),
+            backend,
+            http: reqwest::Client::new(),
+        }
+    }
+
     async fn boot(settings: &Settings) -> Node {
         NodeBuilder::from_settings(settings.clone())
             .await

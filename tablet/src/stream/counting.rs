@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use mink_s3stream::StreamBatch;
 use mink_s3stream::error::StreamError;
-use mink_s3stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound};
+use mink_s3stream::{AppendPermit, Build, Footprint, Offsets, PendingAppend, ReadBound};
 use tokio::sync::watch;
 
 use super::{LogStream, StreamLayer};
@@ -50,6 +50,10 @@ impl LogStream for CountingStream {
 
     fn watch_confirm(&self) -> watch::Receiver<u64> {
         self.inner.watch_confirm()
+    }
+
+    fn footprint(&self) -> Footprint {
+        self.inner.footprint()
     }
 
     async fn reserve(&self, len: usize) -> Result<AppendPermit, StreamError> {

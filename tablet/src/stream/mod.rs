@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mink_s3stream::StreamBatch;
 use mink_s3stream::error::StreamError;
-use mink_s3stream::{AppendPermit, Build, Offsets, PendingAppend, ReadBound, Stream};
+use mink_s3stream::{AppendPermit, Build, Footprint, Offsets, PendingAppend, ReadBound, Stream};
 use tokio::sync::watch;
 
 #[cfg(feature = "test-util")]
@@ -40,6 +40,8 @@ pub trait LogStream: Send + Sync + 'static {
     fn confirm_offset(&self) -> u64;
     /// A receiver of the confirm offset.
     fn watch_confirm(&self) -> watch::Receiver<u64>;
+    /// What the stream keeps from its start offset, piece by piece with sizes (retention).
+    fn footprint(&self) -> Footprint;
     /// Reserves room for a batch of `len` bytes under the node's budget of uncompacted data
     /// (waits, bounded, while it is full).
     async fn reserve(&self, len: usize) -> Result<AppendPermit, StreamError>;
@@ -98,6 +100,10 @@ impl LogStream for Stream {
 
     fn watch_confirm(&self) -> watch::Receiver<u64> {
         Stream::watch_confirm(self)
+    }
+
+    fn footprint(&self) -> Footprint {
+        Stream::footprint(self)
     }
 
     async fn reserve(&self, len: usize) -> Result<AppendPermit, StreamError> {

@@ -106,6 +106,12 @@ impl Tablet {
         }
     }
 
+    /// What the tablet keeps on the store from its log start: object ranges and batches not yet
+    /// compacted, with their sizes (retention trims by it).
+    pub fn footprint(&self) -> mink_s3stream::Footprint {
+        self.inner.stream.footprint()
+    }
+
     /// The high watermark now.
     pub fn high_watermark(&self) -> u64 {
         self.inner.stream.confirm_offset()

@@ -83,6 +83,7 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
         bucket_count: 8,
         partitions: vec!["default".into()],
         incarnation: 0,
+        retention: None,
     };
     meta.create_table(&table).await.unwrap();
     assert_eq!(
