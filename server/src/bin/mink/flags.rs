@@ -393,10 +393,10 @@ mod tests {
 
     fn serve(args: &[&str]) -> ServeArgs {
         let cli = Cli::try_parse_from(["mink", "serve"].iter().chain(args)).unwrap();
-        match cli.command {
-            Command::Serve(args) => *args,
-            Command::DefaultConfig | Command::Transfer(_) => unreachable!("parsed serve"),
-        }
+        let Command::Serve(args) = cli.command else {
+            panic!("`mink serve` parsed as another command");
+        };
+        *args
     }
 
     #[test]
