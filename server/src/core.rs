@@ -25,7 +25,9 @@ use crate::budget::Budget;
 use crate::catalog::{Catalog, TableInfo};
 use crate::cluster::{OwnershipView, Route};
 use crate::error::{ApiError, ApiResult};
+use crate::latency::Latencies;
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::settings::Settings;
 
 /// The part of a node every front end shares.
@@ -48,6 +50,8 @@ pub struct NodeCore {
     lease: Option<Arc<mink_metadata::LeaseSession>>,
     /// Who owns which bucket, in a cluster.
     ownership: Option<Arc<OwnershipView>>,
+    /// The stores `/readyz` checks.
+    readiness: Option<Arc<Readiness>>,
 }
 
 impl std::fmt::Debug for NodeCore {
@@ -67,8 +71,9 @@ impl NodeCore {
         metadata: Arc<Metadata>,
         engine: Engine,
         provider: Arc<dyn LogProvider>,
+        latencies: Arc<Latencies>,
     ) -> Self {
-        let metrics = Arc::new(Metrics::new(Some(engine.clone())));
+        let metrics = Arc::new(Metrics::with_latencies(Some(engine.clone()), latencies));
         NodeCore {
             catalog: Catalog::new(metadata.clone(), settings.limits.clone()),
             logs: Logs::new(provider),
@@ -82,6 +87,27 @@ impl NodeCore {
             shutdown: CancellationToken::new(),
             lease: None,
             ownership: None,
+            readiness: None,
+        }
+    }
+
+    /// Has `/readyz` check these stores.
+    pub fn with_readiness(mut self, readiness: Readiness) -> Self {
+        self.readiness = Some(Arc::new(readiness));
+        self
+    }
+
+    /// Whether the node can serve now: not shutting down, not failed, and its stores answer.
+    pub async fn ready(&self) -> Result<(), String> {
+        if self.is_shutting_down() {
+            return Err("the node is shutting down".to_owned());
+        }
+        if let Some(reason) = self.failure() {
+            return Err(reason);
+        }
+        match &self.readiness {
+            Some(readiness) => readiness.check().await,
+            None => Ok(()),
         }
     }
 
@@ -253,7 +279,12 @@ impl NodeCore {
         }
         self.check_writer_ids(&batches).await?;
         let len = batches.len() as u64;
+        let started = std::time::Instant::now();
         let outcome = log.append(batches).await?;
+        self.metrics
+            .latencies
+            .append
+            .observe(started.elapsed().as_secs_f64());
         self.metrics.appends.inc();
         if outcome.duplicate {
             self.metrics.duplicates.inc();
@@ -273,7 +304,12 @@ impl NodeCore {
         max_bytes: usize,
     ) -> ApiResult<ReadChunk> {
         let gets = Metrics::object_gets(Some(&self.engine));
+        let started = std::time::Instant::now();
         let chunk = log.read(from, until, columns, max_bytes).await?;
+        self.metrics
+            .latencies
+            .read
+            .observe(started.elapsed().as_secs_f64());
         if !chunk.batches.is_empty() {
             self.metrics.reads.inc();
             self.metrics
@@ -287,6 +323,19 @@ impl NodeCore {
             self.metrics.read_from(tier);
         }
         Ok(chunk)
+    }
+
+    /// Counts the batches of `chunk`, read for a reader that was parked at the tail, as
+    /// delivered now: the time since each was committed goes to the tail-delivery histogram.
+    pub fn delivered_to_parked(&self, chunk: &ReadChunk) {
+        let now = self.metadata.clock().now_ms();
+        for batch in &chunk.batches {
+            if let Some(Ok(view)) = mink_codec::batches(batch.as_ref()).next() {
+                self.metrics
+                    .latencies
+                    .delivered(view.header().commit_timestamp, now);
+            }
+        }
     }
 
     /// Drops the table `name`: one metadata transaction deletes its record and leaves a

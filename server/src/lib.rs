@@ -32,8 +32,10 @@ pub mod error;
 mod flight;
 pub mod format;
 mod http;
+pub mod latency;
 pub mod metrics;
 pub mod node;
+pub mod readiness;
 pub mod retention;
 pub mod settings;
 

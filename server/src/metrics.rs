@@ -22,6 +22,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
 
+use crate::latency::Latencies;
+
 /// Label of the read tier counter.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct TierLabel {
@@ -83,11 +85,19 @@ pub struct Metrics {
     pub retention_errors: Counter,
     /// How long the last retention run took, in milliseconds.
     pub retention_last_run_ms: Gauge,
+    /// Latency histograms (also fed by the object stores' timing wrapper).
+    pub latencies: Arc<Latencies>,
 }
 
 impl Metrics {
     /// Metrics, with the engine's counters included when given.
     pub fn new(engine: Option<Engine>) -> Self {
+        Self::with_latencies(engine, Arc::default())
+    }
+
+    /// Metrics whose latency histograms are `latencies` (shared with the object stores' timing
+    /// wrapper).
+    pub fn with_latencies(engine: Option<Engine>, latencies: Arc<Latencies>) -> Self {
         let mut registry = Registry::with_prefix("mink");
         let appends = Counter::default();
         let append_bytes = Counter::default();
@@ -227,6 +237,7 @@ impl Metrics {
             "How long the last retention run took",
             retention_last_run_ms.clone(),
         );
+        latencies.register(&mut registry);
         if let Some(engine) = engine {
             registry.register_collector(Box::new(EngineCollector { engine }));
         }
@@ -257,6 +268,7 @@ impl Metrics {
             retention_trimmed_offsets,
             retention_errors,
             retention_last_run_ms,
+            latencies,
         }
     }
 

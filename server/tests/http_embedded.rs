@@ -82,6 +82,65 @@ async fn storage_failure_is_503_with_retry_after() {
     node.abort();
 }
 
+/// `/readyz` says whether the stores answer; `/healthz` stays the liveness answer meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_the_object_store() {
+    let store = Arc::new(FaultyStorage::new(
+        Arc::new(ObjectStoreBackend::memory()),
+        11,
+    ));
+    let settings = Settings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let node = Node::builder()
+        .settings(settings)
+        .object_store(store.clone())
+        .metadata(Arc::new(MemoryKv::new()))
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let get = |path: &'static str| {
+        let http = http.clone();
+        let url = format!("{}{path}", node.url());
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            let status = r.status();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, body) = get("/readyz").await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("ready")),
+        "{body}"
+    );
+    store.set_failure_rate(StorageOp::Head, 1.0, FaultKind::Unavailable);
+    // An answer is kept for a second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, body) = get("/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["status"], "not_ready");
+    assert!(
+        body["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("the WAL object store")),
+        "{body}"
+    );
+    let (status, _) = get("/healthz").await;
+    assert_eq!(status, StatusCode::OK, "alive while not ready");
+    store.clear();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, body) = get("/readyz").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    node.shutdown().await.unwrap();
+}
+
 /// The binary with no storage flags runs the embedded default in its data folder, serves, and
 /// exits 0 on SIGTERM after closing its tablets; a second run reads the data back.
 #[test]

@@ -150,6 +150,7 @@ impl Reader {
         let core = self.flight.core.clone();
         let read_bytes = core.settings().flight.read_bytes;
         let heartbeat = core.settings().flight.heartbeat_interval;
+        let mut parked = false;
         loop {
             if self.until.is_some_and(|until| self.next >= until) {
                 return self.ensure_schema(None).await.map(drop);
@@ -181,12 +182,16 @@ impl Reader {
                 if self.log.is_closed() {
                     return self.closed().await;
                 }
+                parked = true;
                 if hw <= self.next {
                     let beat = json!({"high_watermark": hw, "next_offset": self.next});
                     self.send(FlightData::new().with_app_metadata(beat.to_string()))
                         .await?;
                 }
                 continue;
+            }
+            if std::mem::take(&mut parked) {
+                core.delivered_to_parked(&chunk);
             }
             for batch in chunk.batches {
                 let schema_id = format::schema_id_of(&batch)?;

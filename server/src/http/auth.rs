@@ -12,7 +12,7 @@
 //!
 //! | Route | Action |
 //! |---|---|
-//! | `/healthz` | none: always open |
+//! | `/healthz`, `/readyz` | none: always open (probes carry no token) |
 //! | `/metrics` | [`Action::Monitor`]: any token not limited to tables |
 //! | `GET`/`HEAD` under `/v1` | [`Action::Read`] on the table in the path, if any |
 //! | any other method under `/v1` | [`Action::Write`] on the table in the path, if any |
@@ -96,7 +96,7 @@ fn action_of(method: &Method, path: &str) -> Option<(Action, Option<String>)> {
     let mut segments = path.strip_prefix('/').unwrap_or(path).split('/');
     let first = segments.next().unwrap_or("");
     match first {
-        "healthz" if segments.next().is_none() => None,
+        "healthz" | "readyz" if segments.next().is_none() => None,
         "metrics" => Some((Action::Monitor, None)),
         "v1" => {
             let action = if matches!(*method, Method::GET | Method::HEAD) {
@@ -138,6 +138,7 @@ mod tests {
     fn routes_map_to_actions_and_tables() {
         let cases = [
             (Method::GET, "/healthz", None),
+            (Method::GET, "/readyz", None),
             (Method::GET, "/metrics", Some((Action::Monitor, None))),
             (Method::GET, "/v1/tables", Some((Action::Read, None))),
             (Method::POST, "/v1/tables", Some((Action::Write, None))),

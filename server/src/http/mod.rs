@@ -217,6 +217,7 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
     let app = Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         // Nothing runs, not even the rate limit, before the token is checked (only the Host
@@ -295,6 +296,29 @@ async fn healthz(State(core): State<Arc<NodeCore>>) -> Response {
         "node_id": core.settings().node_id,
     }))
     .into_response()
+}
+
+/// Readiness: 200 while the node serves and its metadata and object stores answer, else 503
+/// with the reason (a load balancer stops sending it requests; `/healthz` says whether to restart
+/// it).
+async fn readyz(State(core): State<Arc<NodeCore>>) -> Response {
+    match core.ready().await {
+        Ok(()) => axum::Json(serde_json::json!({
+            "status": "ready",
+            "node_id": core.settings().node_id,
+        }))
+        .into_response(),
+        Err(reason) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [(axum::http::header::RETRY_AFTER, "1")],
+            axum::Json(serde_json::json!({
+                "status": "not_ready",
+                "node_id": core.settings().node_id,
+                "reason": reason,
+            })),
+        )
+            .into_response(),
+    }
 }
 
 async fn metrics(State(core): State<Arc<NodeCore>>) -> Response {

@@ -137,6 +137,7 @@ pub(crate) async fn serve(
             chunk = core
                 .read(log, from, q.until, columns.as_deref(), max_bytes)
                 .await?;
+            core.delivered_to_parked(&chunk);
         }
         if chunk.batches.is_empty() {
             status = StatusCode::NO_CONTENT;

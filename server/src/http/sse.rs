@@ -52,6 +52,9 @@ struct Feed {
     /// The batch being sent: its rows, and the row range left to send.
     current: Option<(StoredRows, usize, usize)>,
     done: bool,
+    /// The feed parked at the tail since its last read: what it reads next is a delivery to a
+    /// parked reader.
+    parked: bool,
     /// This stream's place among the parked reads, given back when the stream is dropped.
     _place: ParkedRead,
 }
@@ -107,6 +110,7 @@ pub(crate) fn serve(
         queue_end: from,
         current: None,
         done: false,
+        parked: false,
         _place: place,
     };
     let stream = futures::stream::unfold(feed, |mut feed| async move {
@@ -208,6 +212,9 @@ impl Feed {
         if chunk.batches.is_empty() {
             return Ok(false);
         }
+        if std::mem::take(&mut self.parked) {
+            self.core.delivered_to_parked(&chunk);
+        }
         self.queue.extend(chunk.batches);
         self.queue_end = chunk.next_offset;
         Ok(true)
@@ -222,6 +229,7 @@ impl Feed {
             _ = self.log.wait_past(self.next, remaining) => {}
             _ = self.core.shutdown_signal().cancelled() => {}
         }
+        self.parked = true;
         if self.log.is_closed() {
             self.done = true;
         }

@@ -30,6 +30,8 @@ use crate::bucket_log::{LogProvider, TabletProvider};
 use crate::cluster::{Failover, Leader, Membership, OwnershipView, Route, Suspects};
 use crate::core::NodeCore;
 use crate::http;
+use crate::latency::{Latencies, TimedStorage};
+use crate::readiness::Readiness;
 use crate::settings::Settings;
 
 pub use error::NodeError;
@@ -120,6 +122,23 @@ impl NodeBuilder {
         if let Some(data) = &self.data_store {
             probe::object_store(data.as_ref(), probe::StoreRole::Data, &settings).await?;
         }
+        // Every object-store request is timed (the latency histograms of /metrics).
+        let latencies = Arc::new(Latencies::default());
+        let (wal_prefix, data_prefix) = (&settings.engine.wal_prefix, &settings.engine.data_prefix);
+        let wal_store = TimedStorage::wrap(wal_store, latencies.clone(), wal_prefix, data_prefix);
+        let data_store = self
+            .data_store
+            .map(|data| TimedStorage::wrap(data, latencies.clone(), wal_prefix, data_prefix));
+        let mut ready_stores = vec![("the WAL object store", wal_store.clone())];
+        if let Some(data) = &data_store {
+            ready_stores.push(("the data object store", data.clone()));
+        }
+        let readiness = Readiness::new(
+            kv.clone(),
+            ready_stores,
+            format!("readyz/{}", settings.node_id),
+            settings.node.ready_timeout,
+        );
         let auth = crate::auth::Authenticator::from_settings(&settings.auth)
             .map_err(|message| NodeError::Settings { message })?;
         let settings = Arc::new(settings);
@@ -157,7 +176,7 @@ impl NodeBuilder {
             .wal_storage(wal_store)
             .metadata(metadata.clone())
             .settings(settings.engine.clone());
-        if let Some(data) = self.data_store {
+        if let Some(data) = data_store {
             engine = engine.data_storage(data);
         }
         if let Some(fence) = membership.fence() {
@@ -175,9 +194,17 @@ impl NodeBuilder {
         }
         let provider: Arc<dyn LogProvider> = Arc::new(provider);
         let core = Arc::new(
-            NodeCore::new(settings.clone(), auth, metadata, engine.clone(), provider)
-                .with_lease(membership.session().cloned())
-                .with_ownership(ownership.clone()),
+            NodeCore::new(
+                settings.clone(),
+                auth,
+                metadata,
+                engine.clone(),
+                provider,
+                latencies,
+            )
+            .with_readiness(readiness)
+            .with_lease(membership.session().cloned())
+            .with_ownership(ownership.clone()),
         );
         // Drops that stopped half-way (a crash after the tombstone) are finished before serving.
         match core.clean_dropped_tables().await {

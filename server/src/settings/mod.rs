@@ -45,6 +45,7 @@
 //! probe_timeout_ms = 10000
 //! exit_delay_on_wal_failure_ms = 2000
 //! drop_cleanup_interval_ms = 10000
+//! ready_timeout_ms = 2000
 //!
 //! [cluster]                # used when the metadata store has leases (etcd)
 //! lease_ttl_ms = 5000

@@ -1,5 +1,5 @@
 //! `[node]`: the node's own lifecycle: the start-up probes, what it does once its WAL has failed,
-//! and the cadence of the background cleanup of dropped tables.
+//! the cadence of the background cleanup of dropped tables, and the readiness probe's timeout.
 
 use std::time::Duration;
 
@@ -28,6 +28,10 @@ pub struct NodeSettings {
         with = "mink_runtime::duration_ms"
     )]
     pub drop_cleanup_interval: Duration,
+    /// How long `/readyz` waits for each store to answer before it says not ready
+    /// (`ready_timeout_ms`). Default 2 s.
+    #[serde(rename = "ready_timeout_ms", with = "mink_runtime::duration_ms")]
+    pub ready_timeout: Duration,
 }
 
 impl Default for NodeSettings {
@@ -36,6 +40,7 @@ impl Default for NodeSettings {
             probe_timeout: Duration::from_secs(10),
             exit_delay_on_wal_failure: Duration::from_secs(2),
             drop_cleanup_interval: Duration::from_secs(10),
+            ready_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -50,6 +55,7 @@ impl NodeSettings {
         let positive = [
             ("node.probe_timeout_ms", self.probe_timeout),
             ("node.drop_cleanup_interval_ms", self.drop_cleanup_interval),
+            ("node.ready_timeout_ms", self.ready_timeout),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
             return Err(format!("{name} must be at least 1"));

@@ -66,9 +66,37 @@ pub async fn health_metrics_and_shutdown(backend: Backend) {
     );
     h.metric("mink_cache_misses_total{tier=\"block\"}").await;
 
-    // A parked long-poll ends when the node shuts down; shutdown is clean.
+    // Latency histograms, in seconds: appends, reads, WAL PUTs, and a delivery to a reader parked
+    // at the tail.
+    let ready = h.get_json(format!("{}/readyz", h.url)).await;
+    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_eq!(h.metric("mink_append_duration_seconds_count").await, 1.0);
+    assert!(h.metric("mink_append_duration_seconds_sum").await > 0.0);
+    assert!(h.metric("mink_read_duration_seconds_count").await >= 1.0);
+    assert!(
+        h.metric("mink_object_request_duration_seconds_count{op=\"put\",kind=\"wal\"}")
+            .await
+            >= 1.0
+    );
+    assert_eq!(h.metric("mink_tail_delivery_seconds_count").await, 0.0);
     let poll = h
         .park_long_poll(format!("{}?offset=1&live=long-poll", h.records("m")))
+        .await;
+    h.append_ndjson("m", &ndjson(&[2])).await;
+    let delivered = poll
+        .await
+        .unwrap()
+        .expect("the parked request got an answer");
+    assert_eq!(delivered.status(), StatusCode::OK);
+    assert_eq!(h.metric("mink_tail_delivery_seconds_count").await, 1.0);
+    let buckets = h
+        .metric("mink_tail_delivery_seconds_bucket{le=\"+Inf\"}")
+        .await;
+    assert_eq!(buckets, 1.0);
+
+    // A parked long-poll ends when the node shuts down; shutdown is clean.
+    let poll = h
+        .park_long_poll(format!("{}?offset=2&live=long-poll", h.records("m")))
         .await;
     let started = Instant::now();
     h.stop().await;

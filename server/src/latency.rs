@@ -1,0 +1,215 @@
+//! Latency histograms of `/metrics`, in seconds: an append until it is acknowledged, a read, a
+//! batch's way from its commit to a reader parked at the tail, and every request to the object
+//! stores by operation and by what it touches (`wal`, `data`, `other`), so a WAL PUT and an object
+//! GET each have their own distribution.
+//!
+//! [`TimedStorage`] wraps the node's object stores and observes each request; it is made before
+//! the engine, so the histograms live apart from [`Metrics`](crate::metrics::Metrics) and are
+//! registered into its registry when the core is made.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use mink_s3stream::storage::{ObjectMeta, ObjectStorage, PutResult, Result};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Labels of an object-store request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ObjectRequest {
+    /// `put`, `get`, `head`, `delete`, `list`.
+    pub op: &'static str,
+    /// `wal` (WAL objects), `data` (committed objects), `other` (probes).
+    pub kind: &'static str,
+}
+
+/// 100 µs to about 52 s, doubling.
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_1, 2.0, 20))
+}
+
+/// The node's latency histograms.
+#[derive(Debug)]
+pub struct Latencies {
+    /// An append request, from the core taking it to its acknowledgement.
+    pub append: Histogram,
+    /// A read of stored batches.
+    pub read: Histogram,
+    /// From a batch's commit timestamp to its delivery to a reader parked at the tail.
+    pub tail_delivery: Histogram,
+    /// Object-store requests.
+    pub object_requests: Family<ObjectRequest, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies {
+            append: seconds(),
+            read: seconds(),
+            tail_delivery: seconds(),
+            object_requests: Family::new_with_constructor(seconds),
+        }
+    }
+}
+
+impl Latencies {
+    /// Adds the histograms to `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register_with_unit(
+            "append_duration",
+            "Append requests, from the node taking them to their acknowledgement",
+            Unit::Seconds,
+            self.append.clone(),
+        );
+        registry.register_with_unit(
+            "read_duration",
+            "Reads of stored batches",
+            Unit::Seconds,
+            self.read.clone(),
+        );
+        registry.register_with_unit(
+            "tail_delivery",
+            "From a batch's commit timestamp to its delivery to a reader parked at the tail",
+            Unit::Seconds,
+            self.tail_delivery.clone(),
+        );
+        registry.register_with_unit(
+            "object_request_duration",
+            "Object-store requests by operation and by what they touch (wal, data, other)",
+            Unit::Seconds,
+            self.object_requests.clone(),
+        );
+    }
+
+    /// Observes a delivery to a parked reader of a batch committed at `commit_ms` (ms since the
+    /// epoch on the node's clock), `now_ms` now.
+    pub fn delivered(&self, commit_ms: i64, now_ms: i64) {
+        let ms = now_ms.saturating_sub(commit_ms).max(0);
+        self.tail_delivery.observe(ms as f64 / 1000.0);
+    }
+}
+
+/// An object store whose requests are timed into [`Latencies::object_requests`].
+#[derive(Debug)]
+pub struct TimedStorage {
+    inner: Arc<dyn ObjectStorage>,
+    latencies: Arc<Latencies>,
+    wal_prefix: String,
+    data_prefix: String,
+}
+
+impl TimedStorage {
+    /// Wraps `inner`; keys under `wal_prefix` are WAL objects, under `data_prefix` committed ones.
+    pub fn wrap(
+        inner: Arc<dyn ObjectStorage>,
+        latencies: Arc<Latencies>,
+        wal_prefix: &str,
+        data_prefix: &str,
+    ) -> Arc<dyn ObjectStorage> {
+        Arc::new(TimedStorage {
+            inner,
+            latencies,
+            wal_prefix: wal_prefix.to_owned(),
+            data_prefix: data_prefix.to_owned(),
+        })
+    }
+
+    fn kind(&self, key: &str) -> &'static str {
+        if key.starts_with(&self.wal_prefix) {
+            "wal"
+        } else if key.starts_with(&self.data_prefix) {
+            "data"
+        } else {
+            "other"
+        }
+    }
+
+    fn observe(&self, op: &'static str, key: &str, started: Instant) {
+        let kind = self.kind(key);
+        self.latencies
+            .object_requests
+            .get_or_create(&ObjectRequest { op, kind })
+            .observe(started.elapsed().as_secs_f64());
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStorage for TimedStorage {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> Result<PutResult> {
+        let started = Instant::now();
+        let result = self.inner.put(key, data).await;
+        self.observe("put", key, started);
+        result
+    }
+
+    async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutResult> {
+        let started = Instant::now();
+        let result = self.inner.put_if_absent(key, data).await;
+        self.observe("put", key, started);
+        result
+    }
+
+    async fn get(&self, key: &str) -> Result<Bytes> {
+        let started = Instant::now();
+        let result = self.inner.get(key).await;
+        self.observe("get", key, started);
+        result
+    }
+
+    async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
+        let started = Instant::now();
+        let result = self.inner.get_range(key, range).await;
+        self.observe("get", key, started);
+        result
+    }
+
+    async fn get_range_pieces(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        piece_len: u64,
+    ) -> Result<Vec<Bytes>> {
+        let started = Instant::now();
+        let result = self.inner.get_range_pieces(key, range, piece_len).await;
+        self.observe("get", key, started);
+        result
+    }
+
+    async fn head(&self, key: &str) -> Result<ObjectMeta> {
+        let started = Instant::now();
+        let result = self.inner.head(key).await;
+        self.observe("head", key, started);
+        result
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        let started = Instant::now();
+        let result = self.inner.delete(key).await;
+        self.observe("delete", key, started);
+        result
+    }
+
+    async fn delete_many(&self, keys: &[String]) -> Result<()> {
+        let started = Instant::now();
+        let result = self.inner.delete_many(keys).await;
+        self.observe("delete", keys.first().map_or("", String::as_str), started);
+        result
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let started = Instant::now();
+        let result = self.inner.list(prefix).await;
+        self.observe("list", prefix, started);
+        result
+    }
+}
