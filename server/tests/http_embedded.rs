@@ -34,12 +34,8 @@ async fn create_id_table(http: &reqwest::Client, url: &str, name: &str) {
     assert_eq!(created.status(), StatusCode::CREATED, "creating {name}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn storage_failure_is_503_with_retry_after() {
-    let store = Arc::new(FaultyStorage::new(
-        Arc::new(ObjectStoreBackend::memory()),
-        7,
-    ));
+/// A node on loopback over `store` (in memory, with faults to inject) and in-memory metadata.
+async fn faulty_node(store: &Arc<FaultyStorage>, tweak: impl FnOnce(&mut Settings)) -> Node {
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
         flight: mink_server::settings::FlightSettings {
@@ -48,15 +44,27 @@ async fn storage_failure_is_503_with_retry_after() {
         },
         ..Settings::default()
     };
-    settings.engine.wal.retry_deadline = Duration::from_millis(200);
-    settings.http.retry_after_secs = 3;
-    let node = Node::builder()
+    tweak(&mut settings);
+    Node::builder()
         .settings(settings)
         .object_store(store.clone())
         .metadata(Arc::new(MemoryKv::new()))
         .start()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_failure_is_503_with_retry_after() {
+    let store = Arc::new(FaultyStorage::new(
+        Arc::new(ObjectStoreBackend::memory()),
+        7,
+    ));
+    let node = faulty_node(&store, |settings| {
+        settings.engine.wal.retry_deadline = Duration::from_millis(200);
+        settings.http.retry_after_secs = 3;
+    })
+    .await;
     let http = reqwest::Client::new();
     create_id_table(&http, &node.url(), "f").await;
     store.set_failure_rate(StorageOp::Put, 1.0, FaultKind::Unavailable);
@@ -89,21 +97,7 @@ async fn readiness_follows_the_object_store() {
         Arc::new(ObjectStoreBackend::memory()),
         11,
     ));
-    let settings = Settings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        flight: mink_server::settings::FlightSettings {
-            listen: None,
-            ..Default::default()
-        },
-        ..Settings::default()
-    };
-    let node = Node::builder()
-        .settings(settings)
-        .object_store(store.clone())
-        .metadata(Arc::new(MemoryKv::new()))
-        .start()
-        .await
-        .unwrap();
+    let node = faulty_node(&store, |_| {}).await;
     let http = reqwest::Client::new();
     let get = |path: &'static str| {
         let http = http.clone();
