@@ -36,6 +36,15 @@ pub fn chromium() -> String {
     required(CHROMIUM_ENV, "a Chromium browser")
 }
 
+/// Environment variable holding ChromeDriver (Debian's `chromium-driver`), which drives the
+/// browser through the WebDriver API; installed by `cargo xtask test`.
+pub const CHROMEDRIVER_ENV: &str = "MINK_TEST_CHROMEDRIVER";
+
+/// The ChromeDriver binary. Panics with instructions when unset.
+pub fn chromedriver() -> String {
+    required(CHROMEDRIVER_ENV, "ChromeDriver")
+}
+
 /// A client script of `tests/clients/`.
 pub fn client_script(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

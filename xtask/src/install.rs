@@ -5,7 +5,8 @@
 //! - `moto_server` (PyPI `moto[server]`, in a virtual environment under `.tools/venv`): the
 //!   S3-compatible server the object-storage tests run against.
 //! - the real clients the tests drive, from PyPI into the same virtual environment: `pyarrow`
-//!   (its Flight client); and Debian's `chromium`, the headless browser of the CORS test.
+//!   (its Flight client); and Debian's `chromium`, the headless browser of the CORS and
+//!   dashboard tests, with `chromium-driver` (ChromeDriver) that drives the dashboard's.
 //! - `cargo-fuzz` (crates.io), only for `cargo xtask fuzz`.
 //! - `cargo-machete` (crates.io), only for `cargo xtask lint`.
 
@@ -72,6 +73,14 @@ pub(crate) fn chromium() -> Result<PathBuf> {
         apt_install("chromium")?;
     }
     Ok(PathBuf::from("chromium"))
+}
+
+/// ChromeDriver (Debian `chromium-driver`), which drives Chromium for the dashboard test.
+pub(crate) fn chromedriver() -> Result<PathBuf> {
+    if !on_path("chromedriver") {
+        apt_install("chromium-driver")?;
+    }
+    Ok(PathBuf::from("chromedriver"))
 }
 
 /// The Python of `.tools/venv` with the client libraries the tests drive, installed when one

@@ -173,6 +173,7 @@ fn test(args: &[String]) -> Result {
     install::build_tools()?;
     let python = install::python_clients()?;
     let chromium = install::chromium()?;
+    let chromedriver = install::chromedriver()?;
     let services = services::Services::start()?;
     let mut outcome = Ok(());
     // Build everything first so a compile error is reported once, not per test binary.
@@ -192,6 +193,7 @@ fn test(args: &[String]) -> Result {
     services.export(&mut nextest);
     nextest.env("MINK_TEST_PYTHON", &python);
     nextest.env("MINK_TEST_CHROMIUM", &chromium);
+    nextest.env("MINK_TEST_CHROMEDRIVER", &chromedriver);
     if let Err(e) = run(nextest) {
         outcome = Err(e);
     }

@@ -12,7 +12,7 @@
 //!
 //! | Route | Action |
 //! |---|---|
-//! | `/healthz`, `/readyz` | none: always open (probes carry no token) |
+//! | `/healthz`, `/readyz`, `/dashboard` | none: always open (probes carry no token; the page holds nothing secret and sends the token typed into it) |
 //! | `/metrics` | [`Action::Monitor`]: any token not limited to tables |
 //! | `GET`/`HEAD` under `/v1` | [`Action::Read`] on the table in the path, if any |
 //! | any other method under `/v1` | [`Action::Write`] on the table in the path, if any |
@@ -96,7 +96,7 @@ fn action_of(method: &Method, path: &str) -> Option<(Action, Option<String>)> {
     let mut segments = path.strip_prefix('/').unwrap_or(path).split('/');
     let first = segments.next().unwrap_or("");
     match first {
-        "healthz" | "readyz" if segments.next().is_none() => None,
+        "healthz" | "readyz" | "dashboard" if segments.next().is_none() => None,
         "metrics" => Some((Action::Monitor, None)),
         "v1" => {
             let action = if matches!(*method, Method::GET | Method::HEAD) {

@@ -4,7 +4,9 @@
 //! | Method | Path | What |
 //! |---|---|---|
 //! | GET | `/healthz` | liveness: 200 while serving; 503 while shutting down or once the WAL failed for good (`{"status":"failing","reason"}`) |
+//! | GET | `/readyz` | readiness: 200 while the metadata and object stores answer |
 //! | GET | `/metrics` | Prometheus text |
+//! | GET | `/dashboard` | the built-in web dashboard (`dashboard.html`) |
 //! | POST | `/v1/tables` | create a table: `{"name", "schema": {"fields": [...]}, "buckets", "partitions", "retention"}` |
 //! | GET | `/v1/tables` | list tables |
 //! | GET, DELETE | `/v1/tables/{table}` | get / drop a table (drop destroys its logs and writer snapshots) |
@@ -41,6 +43,7 @@ mod body;
 mod cluster;
 mod connection;
 mod cors;
+mod dashboard;
 mod error;
 mod extract;
 mod headers;
@@ -217,6 +220,7 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
     let app = Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(healthz))
+        .route("/dashboard", get(dashboard::page))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)

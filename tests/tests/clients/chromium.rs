@@ -9,9 +9,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Html;
 use axum::routing::{get, post};
-use mink_metadata::MemoryKv;
-use mink_s3stream::storage::ObjectStoreBackend;
-use mink_server::{Node, Settings};
+
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
 
@@ -47,20 +45,11 @@ async fn result(State(results): State<Results>, body: String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_on_another_origin_follows_a_bucket_across_recycles() {
-    let mut settings = Settings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ..Settings::default()
-    };
-    settings.flight.listen = None;
     // A recycle about every second: the page's EventSource reconnects several times.
-    settings.http.sse_recycle = Duration::from_millis(900);
-    let node = Node::builder()
-        .settings(settings)
-        .object_store(Arc::new(ObjectStoreBackend::memory()))
-        .metadata(Arc::new(MemoryKv::new()))
-        .start()
-        .await
-        .unwrap();
+    let node = super::memory_node(|settings| {
+        settings.http.sse_recycle = Duration::from_millis(900);
+    })
+    .await;
     let http = reqwest::Client::new();
     let created = reqwest::Client::new()
         .post(format!("{}/v1/tables", node.url()))

@@ -3,6 +3,27 @@
 //!
 //! - `pyarrow`: `pyarrow.flight` (tests/clients/pyarrow_flight.py) over the Flight front end.
 //! - `chromium`: headless Chromium running a page from another origin (CORS, EventSource).
+//! - `dashboard`: the built-in dashboard in headless Chromium, driven by ChromeDriver.
 
 mod chromium;
+mod dashboard;
 mod pyarrow;
+
+/// A node on loopback with objects and metadata in memory and no Flight port, `tweak`ed.
+async fn memory_node(tweak: impl FnOnce(&mut mink_server::Settings)) -> mink_server::Node {
+    let mut settings = mink_server::Settings {
+        listen: "127.0.0.1:0".parse().expect("address"),
+        ..mink_server::Settings::default()
+    };
+    settings.flight.listen = None;
+    tweak(&mut settings);
+    mink_server::Node::builder()
+        .settings(settings)
+        .object_store(std::sync::Arc::new(
+            mink_s3stream::storage::ObjectStoreBackend::memory(),
+        ))
+        .metadata(std::sync::Arc::new(mink_metadata::MemoryKv::new()))
+        .start()
+        .await
+        .expect("node starts")
+}
