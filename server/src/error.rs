@@ -215,6 +215,44 @@ impl ApiError {
         }
     }
 
+    /// Every kind an error answer can carry (the OpenAPI document enumerates them).
+    pub const KINDS: &'static [&'static str] = &[
+        "bad_request",
+        "invalid_schema",
+        "invalid_rows",
+        "unknown_column",
+        "unknown_schema",
+        "schema_mismatch",
+        "invalid_range",
+        "invalid_retention",
+        "invalid_batch",
+        "table_not_found",
+        "table_exists",
+        "bucket_not_found",
+        "offset_trimmed",
+        "offset_out_of_range",
+        "out_of_order_sequence",
+        "future_timestamp",
+        "payload_too_large",
+        "unsupported_media_type",
+        "rate_limited",
+        "limit_exceeded",
+        "too_many_writers",
+        "too_many_requests",
+        "overloaded",
+        "unauthorized",
+        "forbidden",
+        "unknown_writer",
+        "misdirected_request",
+        "conflict",
+        "unavailable",
+        "shutting_down",
+        "moved",
+        "bucket_unavailable",
+        "not_found",
+        "internal",
+    ];
+
     /// The stable kind string.
     pub fn kind(&self) -> &'static str {
         match self {

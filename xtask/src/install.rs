@@ -5,7 +5,8 @@
 //! - `moto_server` (PyPI `moto[server]`, in a virtual environment under `.tools/venv`): the
 //!   S3-compatible server the object-storage tests run against.
 //! - the real clients the tests drive, from PyPI into the same virtual environment: `pyarrow`
-//!   (its Flight client); and Debian's `chromium`, the headless browser of the CORS and
+//!   (its Flight client) and `openapi-spec-validator` (checks the API's OpenAPI document); and
+//!   Debian's `chromium`, the headless browser of the CORS and
 //!   dashboard tests, with `chromium-driver` (ChromeDriver) that drives the dashboard's.
 //! - `cargo-fuzz` (crates.io), only for `cargo xtask fuzz`.
 //! - `cargo-machete` (crates.io), only for `cargo xtask lint`.
@@ -94,14 +95,14 @@ pub(crate) fn python_clients() -> Result<PathBuf> {
         run(create)?;
     }
     let imports = Command::new(&python)
-        .args(["-c", "import pyarrow.flight"])
+        .args(["-c", "import pyarrow.flight, openapi_spec_validator"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !imports {
         let mut pip = Command::new(venv.join("bin").join("pip"));
-        pip.args(["install", "--quiet", "pyarrow"]);
+        pip.args(["install", "--quiet", "pyarrow", "openapi-spec-validator"]);
         run(pip)?;
     }
     Ok(python)

@@ -12,6 +12,9 @@ use super::extract::{BucketQuery, bucket_of, json_body, query};
 use crate::core::NodeCore;
 use crate::error::ApiResult;
 
+/// The live nodes and the bucket assignments, as this node sees them.
+#[utoipa::path(get, path = "/v1/cluster", tag = "cluster", responses(
+    (status = 200, description = "Members and assignments", body = super::answers::ClusterView)))]
 pub(crate) async fn cluster(State(core): State<Arc<NodeCore>>) -> Json<Value> {
     let settings = core.settings();
     let Some(view) = core.ownership() else {
@@ -53,7 +56,7 @@ pub(crate) async fn cluster(State(core): State<Arc<NodeCore>>) -> Json<Value> {
 }
 
 /// Body of a transfer.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TransferBody {
     to: String,
@@ -63,6 +66,14 @@ pub(crate) struct TransferBody {
 /// node takes it; 202 once the assignment is rewritten. The owner then releases the bucket (its
 /// in-flight appends finish, its writer windows are snapshotted, its stream closed) and the new
 /// node opens it on the next request; until then requests for it answer 503.
+#[utoipa::path(post, path = "/v1/tables/{table}/buckets/{bucket}/transfer", tag = "cluster",
+    params(("table" = String, Path, description = "The table"),
+        ("bucket" = u32, Path, description = "The bucket"),
+        ("partition" = Option<String>, Query, description = "The partition (default `default`)")), request_body = TransferBody,
+    responses(
+        (status = 202, description = "The assignment was rewritten", body = super::answers::TransferView),
+        (status = 400, description = "`bad_request`: not a cluster, or no such live node", body = super::answers::ErrorBody),
+        (status = 404, description = "`table_not_found`, `bucket_not_found`", body = super::answers::ErrorBody)))]
 pub(crate) async fn transfer(
     State(core): State<Arc<NodeCore>>,
     axum::extract::Path((table, bucket)): axum::extract::Path<(String, String)>,

@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 
 const PAGE: &str = include_str!("dashboard.html");
 
+#[utoipa::path(get, path = "/dashboard", tag = "operations", responses(
+    (status = 200, description = "The dashboard page (HTML)", content_type = "text/html", body = String)))]
 pub(crate) async fn page() -> Response {
     (
         [

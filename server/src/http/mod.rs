@@ -7,6 +7,11 @@
 //! | GET | `/readyz` | readiness: 200 while the metadata and object stores answer |
 //! | GET | `/metrics` | Prometheus text |
 //! | GET | `/dashboard` | the built-in web dashboard (`dashboard.html`) |
+//! | GET | `/v1/openapi.json` | the OpenAPI 3.1 document of all of this (`openapi.rs`) |
+//!
+//! Every route is added in `routes.rs`, which also lists it for the OpenAPI completeness test;
+//! `operations.rs` holds the health, readiness and metrics handlers, `answers.rs` the described
+//! shapes of the JSON answers and of the error body.
 //! | POST | `/v1/tables` | create a table: `{"name", "schema": {"fields": [...]}, "buckets", "partitions", "retention"}` |
 //! | GET | `/v1/tables` | list tables |
 //! | GET, DELETE | `/v1/tables/{table}` | get / drop a table (drop destroys its logs and writer snapshots) |
@@ -38,6 +43,7 @@
 //! rate limit, the request log (tower-http's trace); outside it, response compression of JSON
 //! and NDJSON (gzip, zstd, when the client asks) and CORS.
 
+mod answers;
 mod auth;
 mod body;
 mod cluster;
@@ -49,6 +55,8 @@ mod extract;
 mod headers;
 mod hosts;
 mod listener;
+mod openapi;
+mod operations;
 mod parked;
 mod pieces;
 mod query;
@@ -56,6 +64,7 @@ mod rate_limit;
 mod read;
 mod records;
 mod redirect;
+mod routes;
 mod sse;
 mod tables;
 mod tls;
@@ -65,9 +74,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+
 use axum::{Extension, Router};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -145,30 +152,8 @@ pub(crate) fn serve_listener(
 pub(crate) fn router(core: Arc<NodeCore>) -> Router {
     let http = &core.settings().http;
     let budget = core.budget().clone();
-    let v1 = Router::new()
-        .route("/tables", post(tables::create).get(tables::list))
-        .route(
-            "/tables/{table}",
-            get(tables::get)
-                .patch(tables::update)
-                .delete(tables::drop_table),
-        )
-        .route("/tables/{table}/schemas", post(tables::add_schema))
-        .route("/writers", post(tables::init_writer))
-        .route("/cluster", get(cluster::cluster))
-        .route(
-            "/tables/{table}/buckets/{bucket}/records",
-            post(records::append).get(records::read),
-        )
-        .route(
-            "/tables/{table}/buckets/{bucket}/offsets",
-            get(records::offsets),
-        )
-        .route("/tables/{table}/buckets/{bucket}/trim", post(records::trim))
-        .route(
-            "/tables/{table}/buckets/{bucket}/transfer",
-            post(cluster::transfer),
-        )
+    let v1 = routes::v1()
+        .router
         // Innermost first: bodies are bounded before anything reads them (appends by their
         // format's limit, the rest by the JSON limit), within the budget; each request is
         // logged (method, path, status, micros) at debug level once admitted by the rate limit.
@@ -217,12 +202,9 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             http.max_parked_reads_per_client,
             core.metrics().clone(),
         )));
-    let app = Router::new()
+    let app = routes::root()
+        .router
         .nest("/v1", v1)
-        .route("/healthz", get(healthz))
-        .route("/dashboard", get(dashboard::page))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .fallback(not_found)
         // Nothing runs, not even the rate limit, before the token is checked (only the Host
         // allowlist, below, comes first).
@@ -275,65 +257,6 @@ fn compressible(
             let t = t.split(';').next().unwrap_or("").trim();
             t == "application/json" || t == crate::format::NDJSON
         })
-}
-
-/// Liveness. 503 while shutting down, and 503 `{"status":"failing","reason"}` once the WAL has
-/// failed for good or the node's lease was lost: the node can no longer take appends and is about to exit for its supervisor
-/// to restart it (whether the stores are reachable right now is readiness, not liveness).
-async fn healthz(State(core): State<Arc<NodeCore>>) -> Response {
-    if core.is_shutting_down() {
-        return ApiError::ShuttingDown.into_response();
-    }
-    if let Some(reason) = core.failure() {
-        return (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(serde_json::json!({
-                "status": "failing",
-                "node_id": core.settings().node_id,
-                "reason": reason,
-            })),
-        )
-            .into_response();
-    }
-    axum::Json(serde_json::json!({
-        "status": "ok",
-        "node_id": core.settings().node_id,
-    }))
-    .into_response()
-}
-
-/// Readiness: 200 while the node serves and its metadata and object stores answer, else 503
-/// with the reason (a load balancer stops sending it requests; `/healthz` says whether to restart
-/// it).
-async fn readyz(State(core): State<Arc<NodeCore>>) -> Response {
-    match core.ready().await {
-        Ok(()) => axum::Json(serde_json::json!({
-            "status": "ready",
-            "node_id": core.settings().node_id,
-        }))
-        .into_response(),
-        Err(reason) => (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            [(axum::http::header::RETRY_AFTER, "1")],
-            axum::Json(serde_json::json!({
-                "status": "not_ready",
-                "node_id": core.settings().node_id,
-                "reason": reason,
-            })),
-        )
-            .into_response(),
-    }
-}
-
-async fn metrics(State(core): State<Arc<NodeCore>>) -> Response {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        core.metrics().render(),
-    )
-        .into_response()
 }
 
 async fn not_found(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {

@@ -29,6 +29,27 @@ use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::format::{self, Format};
 
+/// Appends rows: mink batches, an Arrow IPC stream or NDJSON, answered once durable.
+#[utoipa::path(post, path = "/v1/tables/{table}/buckets/{bucket}/records", tag = "records",
+    params(("table" = String, Path, description = "The table"),
+        ("bucket" = u32, Path, description = "The bucket"),
+        ("partition" = Option<String>, Query, description = "The partition (default `default`)"),
+        ("Content-Type" = String, Header, description = "`application/vnd.mink.batches`, `application/vnd.apache.arrow.stream` or `application/x-ndjson`"),
+        ("Mink-Writer-Id" = Option<u64>, Header, description = "An idempotent writer id (Arrow and NDJSON bodies; mink batches carry theirs)"),
+        ("Mink-Sequence" = Option<i32>, Header, description = "The writer's sequence number for this append"),
+        ("Mink-Schema-Id" = Option<u16>, Header, description = "The schema version the rows are in (default: the newest)")),
+    request_body(content = Vec<u8>, description = "The rows", content_type = "application/x-ndjson"),
+    responses(
+        (status = 200, description = "Durable (or a duplicate of an append that was)", body = super::answers::AppendAck),
+        (status = 307, description = "Another node owns the bucket", headers(("Location" = String, description = "The same request there"))),
+        (status = 400, description = "`invalid_batch`, `invalid_rows`, `unknown_schema`, `unknown_writer`, `limit_exceeded`", body = super::answers::ErrorBody),
+        (status = 404, description = "`table_not_found`, `bucket_not_found`", body = super::answers::ErrorBody),
+        (status = 409, description = "`out_of_order_sequence`", body = super::answers::ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = super::answers::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = super::answers::ErrorBody),
+        (status = 429, description = "`rate_limited`, `too_many_writers`", body = super::answers::ErrorBody),
+        (status = 503, description = "`unavailable`, `overloaded`, `bucket_unavailable`", body = super::answers::ErrorBody,
+            headers(("Retry-After" = u32, description = "Seconds")))))]
 pub(crate) async fn append(
     State(core): State<Arc<NodeCore>>,
     redirected: Option<Extension<RedirectedBy>>,
@@ -135,6 +156,36 @@ fn rows_to_batch(
     format::encode_rows(&rows, meta)
 }
 
+/// Reads rows from an offset: a range, a long-poll at the tail, or server-sent events.
+#[utoipa::path(get, path = "/v1/tables/{table}/buckets/{bucket}/records", tag = "records",
+    params(("table" = String, Path, description = "The table"),
+        ("bucket" = u32, Path, description = "The bucket"),
+        ("partition" = Option<String>, Query, description = "The partition (default `default`)"),
+        ("offset" = Option<String>, Query, description = "A number, or `now` for the high watermark (default: the log start)"),
+        ("until" = Option<u64>, Query, description = "Stop before this offset"),
+        ("max_bytes" = Option<usize>, Query, description = "About how many stored bytes to read"),
+        ("columns" = Option<String>, Query, description = "Comma-separated columns to keep"),
+        ("live" = Option<String>, Query, description = "`long-poll` (park at the tail) or `sse`"),
+        ("timeout_ms" = Option<u64>, Query, description = "How long a long-poll parks"),
+        ("Accept" = Option<String>, Header, description = "`application/x-ndjson` (default), `application/vnd.apache.arrow.stream`, `application/vnd.mink.batches` or `text/event-stream`"),
+        ("Last-Event-ID" = Option<String>, Header, description = "SSE: continue after this event")),
+    responses(
+        (status = 200, description = "Rows (NDJSON, Arrow IPC, mink batches or SSE events whose data is a JSON array of rows and whose id is the next offset)", content_type = "application/x-ndjson", body = String,
+            headers(("Mink-Next-Offset" = u64, description = "Where the next read continues"),
+            ("Mink-High-Watermark" = u64, description = "Everything below is durable"),
+            ("Mink-Log-Start" = u64, description = "The oldest offset kept"),
+            ("Mink-Up-To-Date" = bool, description = "`true` when the answer reaches the high watermark"))),
+        (status = 204, description = "A long-poll that timed out with nothing new", headers(("Mink-Next-Offset" = u64, description = "Where the next read continues"),
+            ("Mink-High-Watermark" = u64, description = "Everything below is durable"),
+            ("Mink-Log-Start" = u64, description = "The oldest offset kept"),
+            ("Mink-Up-To-Date" = bool, description = "`true` when the answer reaches the high watermark"))),
+        (status = 307, description = "Another node owns the bucket", headers(("Location" = String, description = "The same request there"))),
+        (status = 400, description = "`bad_request`, `unknown_column`", body = super::answers::ErrorBody),
+        (status = 404, description = "`table_not_found`, `bucket_not_found`", body = super::answers::ErrorBody),
+        (status = 410, description = "`offset_trimmed`: below the log start", body = super::answers::ErrorBody),
+        (status = 416, description = "`offset_out_of_range`: past the high watermark", body = super::answers::ErrorBody),
+        (status = 429, description = "`too_many_requests`: the parked-read limits", body = super::answers::ErrorBody),
+        (status = 503, description = "`unavailable`, `bucket_unavailable`", body = super::answers::ErrorBody)))]
 pub(crate) async fn read(
     State(core): State<Arc<NodeCore>>,
     redirected: Option<Extension<RedirectedBy>>,
@@ -181,6 +232,16 @@ pub(crate) struct OffsetsQuery {
     timestamp: Option<i64>,
 }
 
+/// A bucket's log start, high watermark and retained bytes, or the offset of a time.
+#[utoipa::path(get, path = "/v1/tables/{table}/buckets/{bucket}/offsets", tag = "records",
+    params(("table" = String, Path, description = "The table"),
+        ("bucket" = u32, Path, description = "The bucket"),
+        ("partition" = Option<String>, Query, description = "The partition (default `default`)"),
+        ("timestamp" = Option<i64>, Query, description = "ms since the epoch: answer the first offset committed at or after it")),
+    responses(
+        (status = 200, description = "The offsets", body = super::answers::OffsetsView),
+        (status = 400, description = "`future_timestamp`", body = super::answers::ErrorBody),
+        (status = 404, description = "`table_not_found`, `bucket_not_found`", body = super::answers::ErrorBody)))]
 pub(crate) async fn offsets(
     State(core): State<Arc<NodeCore>>,
     redirected: Option<Extension<RedirectedBy>>,
@@ -210,12 +271,21 @@ pub(crate) async fn offsets(
 }
 
 /// Body of a trim request.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TrimBody {
     offset: u64,
 }
 
+/// Moves the log start forward; what is below becomes garbage.
+#[utoipa::path(post, path = "/v1/tables/{table}/buckets/{bucket}/trim", tag = "records",
+    params(("table" = String, Path, description = "The table"),
+        ("bucket" = u32, Path, description = "The bucket"),
+        ("partition" = Option<String>, Query, description = "The partition (default `default`)")), request_body = TrimBody,
+    responses(
+        (status = 200, description = "The offsets after the trim", body = super::answers::TrimmedView),
+        (status = 404, description = "`table_not_found`, `bucket_not_found`", body = super::answers::ErrorBody),
+        (status = 416, description = "`offset_out_of_range`: past the high watermark", body = super::answers::ErrorBody)))]
 pub(crate) async fn trim(
     State(core): State<Arc<NodeCore>>,
     redirected: Option<Extension<RedirectedBy>>,

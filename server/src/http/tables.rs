@@ -10,6 +10,7 @@ use axum::{Extension, Json};
 use mink_metadata::{RetentionPolicy, TableRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
 
 use super::extract::json_body;
 use crate::auth::{Action, Principal};
@@ -19,25 +20,33 @@ use crate::format::schema::JsonSchema;
 use crate::retention::policy::Effective;
 
 /// Body of a create-table request.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateTable {
+    /// 1-200 letters, digits, `-`, `_` or `.`.
     name: String,
+    /// `{"fields": [{"name", "type", "nullable"}]}`: types by short name (`int64`, `utf8`, ...) or
+    /// Arrow's own (`Decimal128(10, 2)`); `nullable` defaults to true.
+    #[schema(value_type = Object)]
     schema: JsonSchema,
+    /// Buckets per partition (default 1).
     #[serde(default = "one")]
     buckets: u32,
+    /// Partition names (default `["default"]`).
     #[serde(default)]
     partitions: Option<Vec<String>>,
     /// The table's own retention policy; absent: the node's default.
     #[serde(default)]
+    #[schema(value_type = Option<super::answers::RetentionPolicyDoc>)]
     retention: Option<RetentionPolicy>,
 }
 
 /// Body of a table update: today only its retention policy (`null`: back to the node's
 /// default).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateTable {
+    #[schema(value_type = Option<super::answers::RetentionPolicyDoc>)]
     retention: Option<RetentionPolicy>,
 }
 
@@ -46,14 +55,15 @@ fn one() -> u32 {
 }
 
 /// Body of an add-schema request.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AddSchema {
+    #[schema(value_type = Object)]
     schema: JsonSchema,
 }
 
 /// A table as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct TableView {
     name: String,
     buckets: u32,
@@ -63,14 +73,21 @@ pub(crate) struct TableView {
     retention: RetentionView,
 }
 
+/// The tables.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct TablesView {
+    tables: Vec<TableView>,
+}
+
 /// A table's retention: its own policy, and what applies with the node's default.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct RetentionView {
+    #[schema(value_type = Option<super::answers::RetentionPolicyDoc>)]
     policy: Option<RetentionPolicy>,
     effective: Effective,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct SchemaView {
     schema_id: u16,
     schema: serde_json::Value,
@@ -103,6 +120,11 @@ fn view(core: &NodeCore, record: &TableRecord) -> TableView {
     TableView::new(record, &core.settings().retention.default_policy())
 }
 
+/// Creates a table.
+#[utoipa::path(post, path = "/v1/tables", tag = "tables", request_body = CreateTable, responses(
+    (status = 201, description = "Created", body = TableView),
+    (status = 400, description = "`bad_request`, `invalid_schema`, `invalid_retention`, `limit_exceeded`", body = super::answers::ErrorBody),
+    (status = 409, description = "`table_exists`", body = super::answers::ErrorBody)))]
 pub(crate) async fn create(
     State(core): State<Arc<NodeCore>>,
     Extension(principal): Extension<Principal>,
@@ -127,6 +149,9 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(view(&core, &info.record()))).into_response())
 }
 
+/// The tables this token may read.
+#[utoipa::path(get, path = "/v1/tables", tag = "tables", responses(
+    (status = 200, description = "The tables", body = TablesView)))]
 pub(crate) async fn list(
     State(core): State<Arc<NodeCore>>,
     Extension(principal): Extension<Principal>,
@@ -138,6 +163,12 @@ pub(crate) async fn list(
     })))
 }
 
+/// One table: its schema versions and retention.
+#[utoipa::path(get, path = "/v1/tables/{table}", tag = "tables",
+    params(("table" = String, Path, description = "The table")),
+    responses(
+        (status = 200, description = "The table", body = TableView),
+        (status = 404, description = "`table_not_found`", body = super::answers::ErrorBody)))]
 pub(crate) async fn get(
     State(core): State<Arc<NodeCore>>,
     Path(table): Path<String>,
@@ -146,6 +177,13 @@ pub(crate) async fn get(
     Ok(Json(view(&core, &info.record())))
 }
 
+/// Sets the table's retention policy (`null`: the node's default).
+#[utoipa::path(patch, path = "/v1/tables/{table}", tag = "tables", request_body = UpdateTable,
+    params(("table" = String, Path, description = "The table")),
+    responses(
+        (status = 200, description = "The table as updated", body = TableView),
+        (status = 400, description = "`invalid_retention`, `bad_request`", body = super::answers::ErrorBody),
+        (status = 404, description = "`table_not_found`", body = super::answers::ErrorBody)))]
 pub(crate) async fn update(
     State(core): State<Arc<NodeCore>>,
     Path(table): Path<String>,
@@ -157,6 +195,12 @@ pub(crate) async fn update(
     Ok(Json(view(&core, &record)))
 }
 
+/// Drops a table: its logs and writer snapshots are destroyed, the name is free at once.
+#[utoipa::path(delete, path = "/v1/tables/{table}", tag = "tables",
+    params(("table" = String, Path, description = "The table")),
+    responses(
+        (status = 200, description = "Dropped", body = super::answers::DroppedView),
+        (status = 404, description = "`table_not_found`", body = super::answers::ErrorBody)))]
 pub(crate) async fn drop_table(
     State(core): State<Arc<NodeCore>>,
     Path(table): Path<String>,
@@ -166,6 +210,13 @@ pub(crate) async fn drop_table(
     Ok(Json(json!({ "dropped": table })))
 }
 
+/// Adds a schema version (an identical newest version returns its id again).
+#[utoipa::path(post, path = "/v1/tables/{table}/schemas", tag = "tables", request_body = AddSchema,
+    params(("table" = String, Path, description = "The table")),
+    responses(
+        (status = 200, description = "The version's id", body = super::answers::SchemaIdView),
+        (status = 400, description = "`invalid_schema`, `limit_exceeded`", body = super::answers::ErrorBody),
+        (status = 404, description = "`table_not_found`", body = super::answers::ErrorBody)))]
 pub(crate) async fn add_schema(
     State(core): State<Arc<NodeCore>>,
     Path(table): Path<String>,
@@ -176,6 +227,9 @@ pub(crate) async fn add_schema(
     Ok(Json(json!({ "schema_id": id })))
 }
 
+/// A new idempotent writer id, from the allocator every front end shares.
+#[utoipa::path(post, path = "/v1/writers", tag = "tables", responses(
+    (status = 200, description = "The writer id", body = super::answers::WriterIdView)))]
 pub(crate) async fn init_writer(
     State(core): State<Arc<NodeCore>>,
 ) -> ApiResult<Json<serde_json::Value>> {

@@ -5,7 +5,7 @@ use mink_metadata::RetentionPolicy;
 use serde::Serialize;
 
 /// Where a limit of the effective policy comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     /// The table's own policy.
@@ -15,7 +15,7 @@ pub enum Source {
 }
 
 /// One limit of the effective policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Limit {
     /// Its value.
     pub value: u64,
@@ -24,7 +24,7 @@ pub struct Limit {
 }
 
 /// The limits that apply to a table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Effective {
     /// Age kept, in milliseconds; `None`: any age.
     pub age_ms: Option<Limit>,

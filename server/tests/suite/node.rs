@@ -70,6 +70,26 @@ pub async fn health_metrics_and_shutdown(backend: Backend) {
     // at the tail.
     let ready = h.get_json(format!("{}/readyz", h.url)).await;
     assert_eq!(ready["status"], "ready", "{ready}");
+    // The API's own description.
+    let doc = h.get_json(h.v1("openapi.json")).await;
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "{}",
+        doc["openapi"]
+    );
+    let append = &doc["paths"]["/v1/tables/{table}/buckets/{bucket}/records"]["post"];
+    let params: Vec<&str> = append["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(
+        params.contains(&"Mink-Writer-Id") && params.contains(&"partition"),
+        "{params:?}"
+    );
     assert_eq!(h.metric("mink_append_duration_seconds_count").await, 1.0);
     assert!(h.metric("mink_append_duration_seconds_sum").await > 0.0);
     assert!(h.metric("mink_read_duration_seconds_count").await >= 1.0);

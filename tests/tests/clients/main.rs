@@ -4,9 +4,11 @@
 //! - `pyarrow`: `pyarrow.flight` (tests/clients/pyarrow_flight.py) over the Flight front end.
 //! - `chromium`: headless Chromium running a page from another origin (CORS, EventSource).
 //! - `dashboard`: the built-in dashboard in headless Chromium, driven by ChromeDriver.
+//! - `openapi`: the API's OpenAPI document through `openapi-spec-validator`.
 
 mod chromium;
 mod dashboard;
+mod openapi;
 mod pyarrow;
 
 /// A node on loopback with objects and metadata in memory and no Flight port, `tweak`ed.
