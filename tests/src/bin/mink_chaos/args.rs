@@ -1,6 +1,6 @@
 //! The flags of `mink_chaos`, parsed by clap. Names and defaults are the ones `cargo xtask chaos`
 //! passes and documents: `--node`, `--backend`, `--kills`, `--seconds`, `--seed`, `--buckets`,
-//! `--writers`, `--faults`, `--dir`.
+//! `--writers`, `--faults`, `--retention-bytes`, `--pad-bytes`, `--dir`.
 
 use std::path::PathBuf;
 
@@ -51,6 +51,14 @@ pub(crate) struct Options {
     /// Share of node lives run with injected PUT failures and slow PUTs (0 to 1).
     #[arg(long, value_name = "SHARE", default_value_t = 0.5, value_parser = share, allow_negative_numbers = true)]
     pub(crate) faults: f64,
+    /// Run retention: keep about this many bytes per bucket (at least 1048576), trimmed by the
+    /// node's own task every 300 ms; the checks then hold from each bucket's final log start,
+    /// which must have moved [default: no retention, and nothing may be trimmed].
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) retention_bytes: Option<u64>,
+    /// Bytes of padding in every row's message, so that a short run passes a retention limit.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub(crate) pad_bytes: usize,
     /// Folder for the node's data and log [default: a new folder in the temporary folder,
     /// removed after a clean run].
     #[arg(long, value_name = "PATH")]

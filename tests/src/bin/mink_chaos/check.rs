@@ -14,19 +14,24 @@ pub(crate) struct Tally {
     pub(crate) lost: u64,
     pub(crate) duplicated: u64,
     pub(crate) logged_rows: u64,
+    /// Acknowledged batches wholly below the final log start (retention trimmed them).
+    pub(crate) trimmed_batches: u64,
 }
 
-/// Checks one bucket's final log against the acknowledgements and the reader's view.
+/// Checks one bucket's final log, which begins at `log_start` (0 unless retention trimmed it),
+/// against the acknowledgements and the reader's view. What lies below the log start is gone
+/// by design; everything acknowledged at or above it must be there.
 pub(crate) fn check_bucket(
     bucket: u32,
     log: &[LoggedBatch],
+    log_start: u64,
     acks: &[&Ack],
     reader: Option<&Vec<SeenBatch>>,
     tally: &mut Tally,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    // Offsets contiguous from 0.
-    let mut expected = 0u64;
+    // Offsets contiguous from the log start.
+    let mut expected = log_start;
     for b in log {
         if b.batch.base_offset != expected {
             problems.push(format!(
@@ -77,6 +82,19 @@ pub(crate) fn check_bucket(
     for ack in acks {
         tally.acked_batches += 1;
         tally.acked_rows += ack.rows.len() as u64;
+        let end = ack.base_offset + ack.rows.len() as u64;
+        if end <= log_start {
+            tally.trimmed_batches += 1;
+            continue;
+        }
+        if ack.base_offset < log_start {
+            problems.push(format!(
+                "bucket {bucket}: the log starts at {log_start}, inside the batch acknowledged at \
+                 {}..{end} (writer {} sequence {}): a trim cut a batch",
+                ack.base_offset, ack.writer_id, ack.sequence
+            ));
+            continue;
+        }
         if let Some(previous) = acked_keys.insert((ack.writer_id, ack.sequence), ack.base_offset)
             && previous != ack.base_offset
         {
@@ -126,11 +144,13 @@ pub(crate) fn check_bucket(
             ));
         }
     }
-    // The reader saw a prefix of the final log.
+    // The reader saw a prefix of the final log (from its log start: what the reader read
+    // below it was trimmed since).
     if let Some(seen) = reader {
+        let seen: Vec<&SeenBatch> = seen.iter().filter(|s| s.base_offset >= log_start).collect();
         for (i, s) in seen.iter().enumerate() {
             match log.get(i) {
-                Some(b) if b.batch == *s => {}
+                Some(b) if b.batch == **s => {}
                 other => {
                     problems.push(format!(
                         "bucket {bucket}: the reader's batch #{i} {s:?} differs from the final \
@@ -184,8 +204,48 @@ mod tests {
         let mut tally = Tally::default();
         let acks: Vec<&Ack> = acks.iter().collect();
         let reader = reader.to_vec();
-        let problems = check_bucket(0, log, &acks, Some(&reader), &mut tally);
+        let start = log.first().map_or(0, |b| b.batch.base_offset);
+        let problems = check_bucket(0, log, start, &acks, Some(&reader), &mut tally);
         (problems, tally)
+    }
+
+    #[test]
+    fn below_a_moved_log_start_only_whole_acknowledged_batches_may_be_gone() {
+        // Retention trimmed to 3: the first batch is gone, the one at 3 must be there.
+        let log = [batch(3, 2, 0, &[20]), batch(4, 3, 0, &[30])];
+        let acks = [
+            ack(0, 1, 0, &[10, 11, 12]),
+            ack(3, 2, 0, &[20]),
+            ack(4, 3, 0, &[30]),
+        ];
+        let seen = [
+            SeenBatch {
+                base_offset: 0,
+                record_count: 3,
+                writer_id: 1,
+                sequence: 0,
+            },
+            log[0].batch.clone(),
+            log[1].batch.clone(),
+        ];
+        let (problems, tally) = check(&log, &acks, &seen);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!((tally.trimmed_batches, tally.lost), (1, 0));
+        // A log start inside an acknowledged batch, and a lost batch above it, are reported.
+        let log = [batch(4, 3, 0, &[30])];
+        let acks = [
+            ack(2, 1, 0, &[10, 11, 12]),
+            ack(5, 2, 0, &[20]),
+            ack(4, 3, 0, &[30]),
+        ];
+        let (problems, tally) = check(&log, &acks, &[]);
+        let text = problems.join("\n");
+        assert!(text.contains("a trim cut a batch"), "{text}");
+        assert!(
+            text.contains("acknowledged row 20 (offset 5) is lost"),
+            "{text}"
+        );
+        assert_eq!(tally.lost, 1);
     }
 
     #[test]

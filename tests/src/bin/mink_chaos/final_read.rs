@@ -24,10 +24,15 @@ pub(crate) fn schema() -> SchemaRef {
     ]))
 }
 
-/// Reads a whole bucket from offset 0 to its high watermark.
-pub(crate) async fn read_all(ctx: &Ctx, bucket: u32) -> Result<(Vec<LoggedBatch>, u64), Error> {
+/// Reads a whole bucket from its log start (0, unless retention runs) to its high watermark:
+/// the batches, the high watermark and the log start.
+pub(crate) async fn read_all(
+    ctx: &Ctx,
+    bucket: u32,
+) -> Result<(Vec<LoggedBatch>, u64, u64), Error> {
     let schema = schema();
     let mut out = Vec::new();
+    let mut start = None;
     let mut next = 0u64;
     let mut failures = 0;
     loop {
@@ -40,6 +45,16 @@ pub(crate) async fn read_all(ctx: &Ctx, bucket: u32) -> Result<(Vec<LoggedBatch>
             .await;
         let response = match answer {
             Ok(r) if r.status() == StatusCode::OK => r,
+            // Retention moved the log start past this read: read again from there.
+            Ok(r) if r.status() == StatusCode::GONE && ctx.retention => {
+                let body: serde_json::Value = r.json().await.unwrap_or_default();
+                next = body["log_start"].as_u64().ok_or(format!(
+                    "bucket {bucket}: a 410 without the log start: {body}"
+                ))?;
+                out.clear();
+                start = None;
+                continue;
+            }
             other => {
                 failures += 1;
                 if failures > 20 {
@@ -54,11 +69,12 @@ pub(crate) async fn read_all(ctx: &Ctx, bucket: u32) -> Result<(Vec<LoggedBatch>
         };
         let hw = header_u64(&response, "mink-high-watermark").unwrap_or(0);
         let log_start = header_u64(&response, "mink-log-start").unwrap_or(0);
-        if log_start != 0 {
+        if log_start != 0 && !ctx.retention {
             return Err(format!(
                 "bucket {bucket}: the log starts at {log_start}, not 0 (nothing was trimmed)"
             ));
         }
+        let start = *start.get_or_insert(next);
         let body = response
             .bytes()
             .await
@@ -88,7 +104,7 @@ pub(crate) async fn read_all(ctx: &Ctx, bucket: u32) -> Result<(Vec<LoggedBatch>
             });
         }
         if next >= hw {
-            return Ok((out, hw));
+            return Ok((out, hw, start));
         }
         if !progressed {
             return Err(format!(

@@ -37,6 +37,8 @@ pub(crate) struct Journal {
     pub(crate) duplicate_acks: AtomicU64,
     pub(crate) reader_reconnects: AtomicU64,
     pub(crate) high_watermarks_seen: AtomicU64,
+    /// Times a reader found its offset trimmed (retention) and went on from the log start.
+    pub(crate) reader_trim_jumps: AtomicU64,
 }
 
 impl Journal {
@@ -63,6 +65,10 @@ pub(crate) struct Ctx {
     pub(crate) reader_targets: Mutex<HashMap<u32, u64>>,
     /// Past this, workers give up (a liveness failure, reported as a violation).
     pub(crate) deadline: Instant,
+    /// Retention runs: offsets below a log start may be gone.
+    pub(crate) retention: bool,
+    /// Padding bytes in each row's message.
+    pub(crate) pad_bytes: usize,
 }
 
 impl Ctx {

@@ -73,6 +73,9 @@ impl NodeProcess {
             "[engine.compaction]\ninterval = 300\nadopt_wal_object_bytes = 1024\n\
              maintenance_interval = 1000\nmerge_min_objects = 3\ndelete_grace = 500"
         );
+        if let Some(bytes) = self.options.retention_bytes {
+            let _ = writeln!(c, "[retention]\nbytes = {bytes}\ninterval_ms = 300");
+        }
         if let Some(f) = faults {
             if let Some(ms) = f.wal_deadline_ms {
                 let _ = writeln!(c, "[engine.wal]\nretry_deadline = {ms}");

@@ -1,5 +1,6 @@
 //! The tailing readers: one long-polling reader per bucket that checks, across restarts, that
-//! batches follow each other and the high watermark never goes backwards.
+//! batches follow each other and the high watermark never goes backwards (nor the log start,
+//! when retention moves it; a reader it overtakes goes on from the new log start).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,6 +17,7 @@ use crate::{Error, MINK_BATCHES};
 pub(crate) async fn reader(ctx: Arc<Ctx>, bucket: u32) {
     let mut next = 0u64;
     let mut max_hw = 0u64;
+    let mut max_log_start = 0u64;
     let mut seen = Vec::new();
     let mut reported_regression = false;
     loop {
@@ -49,6 +51,28 @@ pub(crate) async fn reader(ctx: Arc<Ctx>, bucket: u32) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+            // Retention moved the log start past this reader: it goes on from there, and the
+            // log start never moves back.
+            Ok(r) if r.status() == StatusCode::GONE && ctx.retention => {
+                let body: serde_json::Value = r.json().await.unwrap_or_default();
+                let Some(start) = body["log_start"].as_u64().filter(|s| *s > next) else {
+                    ctx.journal.violation(format!(
+                        "bucket {bucket}: a read at {next} got 410 without a log start past it: {body}"
+                    ));
+                    break;
+                };
+                if start < max_log_start {
+                    ctx.journal.violation(format!(
+                        "bucket {bucket}: the log start went back from {max_log_start} to {start}"
+                    ));
+                }
+                max_log_start = max_log_start.max(start);
+                ctx.journal
+                    .reader_trim_jumps
+                    .fetch_add(1, Ordering::Relaxed);
+                next = start;
+                continue;
+            }
             Ok(r) => {
                 // 416 here would mean the log end fell below what this reader already read.
                 let status = r.status();
@@ -73,6 +97,14 @@ pub(crate) async fn reader(ctx: Arc<Ctx>, bucket: u32) {
         };
         let hw = header_u64(&response, "mink-high-watermark");
         let next_header = header_u64(&response, "mink-next-offset");
+        if let Some(start) = header_u64(&response, "mink-log-start") {
+            if start < max_log_start {
+                ctx.journal.violation(format!(
+                    "bucket {bucket}: the log start went back from {max_log_start} to {start}"
+                ));
+            }
+            max_log_start = max_log_start.max(start);
+        }
         let Ok(body) = response.bytes().await else {
             ctx.journal
                 .reader_reconnects

@@ -139,6 +139,8 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
             + Duration::from_secs_f64(options.seconds * 3.0)
             + mink_tests::node::START_TIMEOUT * (options.kills + 2).min(4)
             + SETTLE_TIMEOUT,
+        retention: options.retention_bytes.is_some(),
+        pad_bytes: options.pad_bytes,
     });
     let mut rng = SeededRng::new(options.seed);
 
@@ -238,9 +240,9 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
     }
     let mut logs = Vec::new();
     for bucket in 0..options.buckets {
-        let (log, hw) = read_all(&ctx, bucket).await?;
+        let (log, hw, log_start) = read_all(&ctx, bucket).await?;
         lock(&ctx.reader_targets).insert(bucket, hw);
-        logs.push(log);
+        logs.push((log, log_start));
     }
     for r in readers {
         if tokio::time::timeout(SETTLE_TIMEOUT, r).await.is_err() {
@@ -262,22 +264,31 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
     let readers = lock(&ctx.journal.reader_batches).clone();
     let mut problems = lock(&ctx.journal.violations).clone();
     let mut tally = Tally::default();
-    for (bucket, log) in logs.iter().enumerate() {
+    for (bucket, (log, log_start)) in logs.iter().enumerate() {
         let bucket = bucket as u32;
         let mine: Vec<&Ack> = acks.iter().filter(|a| a.bucket == bucket).collect();
         problems.extend(check_bucket(
             bucket,
             log,
+            *log_start,
             &mine,
             readers.get(&bucket),
             &mut tally,
         ));
     }
+    if ctx.retention && logs.iter().all(|(_, start)| *start == 0) {
+        problems.push(
+            "retention was on and never moved a log start: the run did not test it (more data, \
+             or a smaller --retention-bytes)"
+                .to_owned(),
+        );
+    }
     let j = &ctx.journal;
     eprintln!(
         "mink_chaos: {} acknowledged batches ({} answered as duplicates of an earlier try), {} \
          append retries, {} rows in the log, {} reader reconnects, {} high watermarks checked, \
-         {} node lives ({} with faults)",
+         {} node lives ({} with faults), {} acknowledged batches below the final log starts \
+         (retention), {} reader jumps to a moved log start",
         tally.acked_batches,
         j.duplicate_acks.load(Ordering::Relaxed),
         j.append_retries.load(Ordering::Relaxed),
@@ -285,7 +296,9 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
         j.reader_reconnects.load(Ordering::Relaxed),
         j.high_watermarks_seen.load(Ordering::Relaxed),
         nodes.iter().map(|n| n.lives).sum::<u32>(),
-        faulty_lives
+        faulty_lives,
+        tally.trimmed_batches,
+        j.reader_trim_jumps.load(Ordering::Relaxed),
     );
     if problems.is_empty() && options.dir.is_none() {
         drop(nodes);

@@ -53,8 +53,12 @@ pub(crate) async fn writer(ctx: Arc<Ctx>, bucket: u32, ordinal: i64, mut rng: Se
             .map(|i| ordinal * ROW_SPACE + i64::from(sequence) * 16 + i)
             .collect();
         let mut body = String::new();
+        let pad = "x".repeat(ctx.pad_bytes);
         for id in &rows {
-            let _ = writeln!(body, "{{\"id\":{id},\"msg\":\"w{writer_id} s{sequence}\"}}");
+            let _ = writeln!(
+                body,
+                "{{\"id\":{id},\"msg\":\"w{writer_id} s{sequence}{pad}\"}}"
+            );
         }
         let mut attempt = 0u32;
         loop {
