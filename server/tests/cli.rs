@@ -73,7 +73,7 @@ impl Cli {
     }
 }
 
-async fn node(dir: &std::path::Path) -> Node {
+async fn node(dir: &std::path::Path, token: Option<&str>) -> Node {
     let mut settings = Settings {
         data_dir: dir.to_path_buf(),
         listen: "127.0.0.1:0".parse().expect("address"),
@@ -82,6 +82,7 @@ async fn node(dir: &std::path::Path) -> Node {
     settings.flight.listen = None;
     // Short event streams, so the tail below reconnects while it follows.
     settings.http.sse_recycle = Duration::from_millis(700);
+    settings.auth.token = token.map(mink_server::settings::Secret::new);
     NodeBuilder::from_settings(settings)
         .await
         .expect("components")
@@ -98,7 +99,7 @@ fn ndjson(ids: std::ops::Range<i64>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_manages_tables_appends_reads_and_tails() {
     let dir = tempfile::tempdir().expect("temporary folder");
-    let node = node(dir.path()).await;
+    let node = node(dir.path(), None).await;
     let cli = Arc::new(Cli { url: node.url() });
     tokio::task::spawn_blocking(move || scenario(&cli, dir.path()))
         .await
@@ -269,4 +270,38 @@ fn scenario(cli: &Cli, dir: &std::path::Path) {
     assert!(nobody.contains("cannot connect"), "{nobody}");
     cli.ok(&["tables", "drop", "t"]);
     assert_eq!(cli.ok(&["tables", "ls"]), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_takes_the_token_from_its_setting() {
+    const TOKEN: &str = "cli-test-token-0123456789";
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let node = node(dir.path(), Some(TOKEN)).await;
+    let cli = Cli { url: node.url() };
+    tokio::task::spawn_blocking(move || {
+        let refused = cli.fails(&["tables", "ls"]);
+        assert!(refused.contains("401 unauthorized"), "{refused}");
+        assert!(
+            refused.contains("MINK_AUTH_TOKEN"),
+            "says how to give one: {refused}"
+        );
+        let created = cli.json(&[
+            "tables", "create", "t", "--schema", "id:int64", "--token", TOKEN,
+        ]);
+        assert_eq!(created["name"], "t");
+        let out = cli
+            .command(&["tables", "ls"])
+            .env("MINK_AUTH_TOKEN", TOKEN)
+            .output()
+            .expect("mink runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("\"name\":\"t\""));
+    })
+    .await
+    .expect("scenario");
+    node.shutdown().await.expect("shutdown");
 }

@@ -243,6 +243,7 @@ pub async fn retention_by_age(backend: Backend) {
     let mut settings = backend.settings.clone();
     settings.listen = "127.0.0.1:0".parse().expect("address");
     settings.flight.listen = None;
+    settings.engine.compaction.delete_grace = Duration::ZERO;
     let start = super::data::chrono_ms();
     let clock = Arc::new(ManualClock::new(start));
     let node = NodeBuilder::from_settings(settings)
@@ -277,11 +278,32 @@ pub async fn retention_by_age(backend: Backend) {
     );
     let (rows, _) = h.read_ndjson("a", "offset=2").await;
     assert_eq!(ids_of(&rows), [3]);
-    // Once everything is older than the limit, the log is empty at its high watermark.
+    // Once everything is older than the limit, the log is empty at its high watermark, and
+    // garbage collection deletes its objects from the store.
+    let engine = h.node.as_ref().expect("node").engine().clone();
+    engine.compact_now().await.expect("compaction");
+    let before = core.metadata().list_objects().await.expect("objects");
+    assert!(!before.is_empty(), "the rows are in committed objects");
     clock.advance(60_000);
     let report = mink_server::retention::run_once(&core).await.expect("run");
     assert_eq!(report.trimmed_offsets, 1, "{report:?}");
     assert_eq!(h.offsets("a", "").await["log_start"], 3);
+    engine.maintain_now().await.expect("second pass");
+    engine.maintain_now().await.expect("second pass");
+    let after = core.metadata().list_objects().await.expect("objects");
+    assert!(
+        after.is_empty(),
+        "every object was wholly below the log start: {after:?}"
+    );
+    let store = store_of(&h.backend.settings);
+    for object in &before {
+        let gone = store.head(&object.key).await;
+        assert!(
+            gone.as_ref().is_err_and(|e| e.is_not_found()),
+            "{} is still on the store: {gone:?}",
+            object.key
+        );
+    }
     // Appends go on at the high watermark.
     let ack = h.append_ndjson("a", &super::data::ndjson(&[4])).await;
     assert_eq!(ack["base_offset"], 3, "{ack}");
