@@ -157,6 +157,14 @@ pub enum MetaError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InvalidRequest {
+    /// A restore into a metadata store that already holds Mink's keys, without forcing it.
+    #[error(
+        "the metadata store already holds {keys} keys under mink/: restore into an empty one, or force it to replace them"
+    )]
+    StoreNotEmpty {
+        /// How many keys it holds.
+        keys: usize,
+    },
     /// A transaction holds more compares or writes than the backend takes.
     #[error("a transaction of {ops} operations is over the backend's limit of {limit}")]
     TooManyOperations {

@@ -22,6 +22,7 @@ pub mod kv;
 pub mod lease;
 pub mod log;
 pub mod records;
+pub mod snapshot;
 pub mod value;
 
 pub use alloc::{IdAllocator, IdKind};

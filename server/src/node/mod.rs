@@ -97,6 +97,16 @@ impl NodeBuilder {
         self
     }
 
+    /// The metadata KV given, if any (the admin commands work on it without starting a node).
+    pub fn metadata_kv(&self) -> Option<&Arc<dyn MetaKv>> {
+        self.metadata.as_ref()
+    }
+
+    /// The store committed objects go to: the data store when there is one, else the WAL store.
+    pub fn data_objects(&self) -> Option<&Arc<dyn ObjectStorage>> {
+        self.data_store.as_ref().or(self.wal_store.as_ref())
+    }
+
     /// Opens everything and starts serving on `settings.listen`.
     pub async fn start(self) -> Result<Node, NodeError> {
         // Boxed: probes, recovery and the first cleanup pass make a large future.

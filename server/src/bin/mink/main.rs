@@ -10,9 +10,11 @@
 //! The files: `flags` (the flags of `serve` and how they lay over the file), `serve` (a node's
 //! run: logs, signals, rejoining after a lost lease); the client: `client` (the node's URL and
 //! token, requests, errors), `output` (human or machine output, progress bars), `tables`,
+//! `admin` (metadata snapshots: backup, restore, on the stores directly),
 //! `append`, `read` (read and tail), `buckets` (offsets, trim, writer ids), `transfer`; and this
 //! file, the commands.
 
+mod admin;
 mod append;
 mod buckets;
 mod client;
@@ -76,6 +78,9 @@ pub(crate) enum Command {
     Writer(Client_<WriterSub>),
     /// Move a bucket to another live node of the cluster (any node takes the request).
     Transfer(Client_<TransferArgs>),
+    /// Work on the node's stores directly: metadata snapshots (backup, restore).
+    #[command(subcommand)]
+    Admin(Box<admin::AdminCommand>),
 }
 
 /// A client command's arguments with the node to send it to.
@@ -170,6 +175,18 @@ fn main() -> ExitCode {
         Command::Transfer(c) => client_command(c, |client, out, a| async move {
             transfer::transfer(&client, out, a).await
         }),
+        Command::Admin(command) => {
+            let Some(runtime) = runtime(tokio::runtime::Builder::new_multi_thread()) else {
+                return ExitCode::FAILURE;
+            };
+            match runtime.block_on(admin::run(Output::detect(), *command)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("mink admin: {message}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Serve(args) => {
             let Some(runtime) = runtime(tokio::runtime::Builder::new_multi_thread()) else {
                 return ExitCode::FAILURE;
