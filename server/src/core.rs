@@ -29,6 +29,7 @@ use crate::latency::Latencies;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::settings::Settings;
+use crate::snapshots::{Snapshots, Written};
 
 /// The part of a node every front end shares.
 pub struct NodeCore {
@@ -52,6 +53,8 @@ pub struct NodeCore {
     ownership: Option<Arc<OwnershipView>>,
     /// The stores `/readyz` checks.
     readiness: Option<Arc<Readiness>>,
+    /// Where metadata snapshots go.
+    snapshots: Option<Arc<Snapshots>>,
 }
 
 impl std::fmt::Debug for NodeCore {
@@ -88,6 +91,32 @@ impl NodeCore {
             lease: None,
             ownership: None,
             readiness: None,
+            snapshots: None,
+        }
+    }
+
+    /// Has the node write metadata snapshots with `snapshots`.
+    pub fn with_snapshots(mut self, snapshots: Arc<Snapshots>) -> Self {
+        self.snapshots = Some(snapshots);
+        self
+    }
+
+    /// Writes a metadata snapshot now (`POST /v1/admin/snapshot`).
+    pub async fn snapshot_metadata(&self) -> ApiResult<Written> {
+        let Some(snapshots) = &self.snapshots else {
+            return Err(ApiError::Unavailable {
+                message: "this node writes no metadata snapshots".to_owned(),
+            });
+        };
+        match snapshots.write(&self.metadata).await {
+            Ok(written) => {
+                self.metrics.metadata_snapshots.inc();
+                Ok(written)
+            }
+            Err(message) => {
+                self.metrics.metadata_snapshot_errors.inc();
+                Err(ApiError::Unavailable { message })
+            }
         }
     }
 

@@ -38,6 +38,7 @@ pub mod node;
 pub mod readiness;
 pub mod retention;
 pub mod settings;
+pub mod snapshots;
 
 pub use bucket_log::{BucketLog, LogProvider};
 pub use core::NodeCore;

@@ -85,6 +85,12 @@ pub struct Metrics {
     pub retention_errors: Counter,
     /// How long the last retention run took, in milliseconds.
     pub retention_last_run_ms: Gauge,
+    /// Metadata snapshots written.
+    pub metadata_snapshots: Counter,
+    /// Metadata snapshots that failed.
+    pub metadata_snapshot_errors: Counter,
+    /// Size of the last metadata snapshot.
+    pub metadata_snapshot_bytes: Gauge,
     /// Latency histograms (also fed by the object stores' timing wrapper).
     pub latencies: Arc<Latencies>,
 }
@@ -124,6 +130,24 @@ impl Metrics {
         let retention_trimmed_offsets = Counter::default();
         let retention_errors = Counter::default();
         let retention_last_run_ms = Gauge::default();
+        let metadata_snapshots = Counter::default();
+        let metadata_snapshot_errors = Counter::default();
+        let metadata_snapshot_bytes = Gauge::default();
+        registry.register(
+            "metadata_snapshots",
+            "Metadata snapshots written to the object store",
+            metadata_snapshots.clone(),
+        );
+        registry.register(
+            "metadata_snapshot_errors",
+            "Metadata snapshots that failed",
+            metadata_snapshot_errors.clone(),
+        );
+        registry.register(
+            "metadata_snapshot_bytes",
+            "Size of the last metadata snapshot",
+            metadata_snapshot_bytes.clone(),
+        );
         registry.register("appends", "Append requests served", appends.clone());
         registry.register(
             "append_bytes",
@@ -268,6 +292,9 @@ impl Metrics {
             retention_trimmed_offsets,
             retention_errors,
             retention_last_run_ms,
+            metadata_snapshots,
+            metadata_snapshot_errors,
+            metadata_snapshot_bytes,
             latencies,
         }
     }

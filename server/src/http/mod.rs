@@ -4,6 +4,7 @@
 //! | Method | Path | What |
 //! |---|---|---|
 //! | GET | `/healthz` | liveness: 200 while serving; 503 while shutting down or once the WAL failed for good (`{"status":"failing","reason"}`) |
+//! | POST | `/v1/admin/snapshot` | write a metadata snapshot to the object store now |
 //! | GET | `/readyz` | readiness: 200 while the metadata and object stores answer |
 //! | GET | `/metrics` | Prometheus text |
 //! | GET | `/dashboard` | the built-in web dashboard (`dashboard.html`) |
@@ -43,6 +44,7 @@
 //! rate limit, the request log (tower-http's trace); outside it, response compression of JSON
 //! and NDJSON (gzip, zstd, when the client asks) and CORS.
 
+mod admin;
 mod answers;
 mod auth;
 mod body;

@@ -30,6 +30,7 @@ use super::answers::{ErrorBody, ErrorKind};
         super::cluster::cluster,
         super::cluster::transfer,
         openapi,
+        super::admin::snapshot,
         super::operations::healthz,
         super::operations::readyz,
         super::operations::metrics,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
-use super::{cluster, dashboard, openapi, operations, records, tables};
+use super::{admin, cluster, dashboard, openapi, operations, records, tables};
 use crate::core::NodeCore;
 
 /// The routes and the (method, path) pairs they serve.
@@ -63,6 +63,7 @@ pub(crate) fn v1() -> Routes {
         post(cluster::transfer)
     );
     add!(r, "/openapi.json", get(openapi::openapi));
+    add!(r, "/admin/snapshot", post(admin::snapshot));
     r
 }
 

@@ -33,6 +33,7 @@ use crate::http;
 use crate::latency::{Latencies, TimedStorage};
 use crate::readiness::Readiness;
 use crate::settings::Settings;
+use crate::snapshots::Snapshots;
 
 pub use error::NodeError;
 
@@ -139,6 +140,10 @@ impl NodeBuilder {
         let data_store = self
             .data_store
             .map(|data| TimedStorage::wrap(data, latencies.clone(), wal_prefix, data_prefix));
+        let snapshots = Arc::new(Snapshots::new(
+            data_store.clone().unwrap_or_else(|| wal_store.clone()),
+            settings.metadata.snapshots_kept,
+        ));
         let mut ready_stores = vec![("the WAL object store", wal_store.clone())];
         if let Some(data) = &data_store {
             ready_stores.push(("the data object store", data.clone()));
@@ -213,6 +218,7 @@ impl NodeBuilder {
                 latencies,
             )
             .with_readiness(readiness)
+            .with_snapshots(snapshots.clone())
             .with_lease(membership.session().cloned())
             .with_ownership(ownership.clone()),
         );
@@ -225,9 +231,22 @@ impl NodeBuilder {
         let background = tokio::spawn({
             let core = core.clone();
             async move {
+                // Periodic metadata snapshots: by the single node, or by the cluster's leader.
+                let due = {
+                    let core = core.clone();
+                    move || core.ownership().is_none() || core.metrics().cluster_leader.get() == 1
+                };
                 tokio::join!(
                     core.clone().run_background(),
-                    crate::retention::run(core.clone())
+                    crate::retention::run(core.clone()),
+                    crate::snapshots::run(
+                        snapshots,
+                        core.metadata().clone(),
+                        core.settings().metadata.snapshot_interval,
+                        due,
+                        core.shutdown_signal().clone(),
+                        core.metrics().clone(),
+                    )
                 );
             }
         });

@@ -23,6 +23,8 @@
 //! # redb_path = "./mink-data/meta.redb"
 //! etcd_endpoints = []
 //! etcd_prefix = "mink/"
+//! snapshot_interval_ms = 600000  # metadata snapshots to the object store; 0: off
+//! snapshots_kept = 24
 //!
 //! [http]
 //! max_connections = 10000
@@ -212,6 +214,7 @@ impl Settings {
         self.cluster.validate()?;
         self.flight.validate()?;
         self.retention.validate()?;
+        self.metadata.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }

@@ -57,6 +57,14 @@ pub struct MetadataSettings {
     pub etcd_endpoints: Vec<String>,
     /// Prefix of every key Mink writes in etcd. Default `mink/`.
     pub etcd_prefix: String,
+    /// How often a snapshot of the metadata is written to the object store, by the single node
+    /// or the cluster's leader (`snapshot_interval_ms`; docs/metadata-recovery.md). `0` turns
+    /// periodic snapshots off. Default 10 minutes.
+    #[serde(rename = "snapshot_interval_ms", with = "mink_runtime::duration_ms")]
+    pub snapshot_interval: std::time::Duration,
+    /// How many snapshots are kept in the object store; older ones are deleted
+    /// (`snapshots_kept`). Default 24.
+    pub snapshots_kept: usize,
 }
 
 impl Default for MetadataSettings {
@@ -66,6 +74,18 @@ impl Default for MetadataSettings {
             redb_path: None,
             etcd_endpoints: Vec::new(),
             etcd_prefix: "mink/".to_owned(),
+            snapshot_interval: std::time::Duration::from_secs(600),
+            snapshots_kept: 24,
         }
+    }
+}
+
+impl MetadataSettings {
+    /// Refuses a snapshot count of zero, naming the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.snapshots_kept == 0 {
+            return Err("metadata.snapshots_kept must be at least 1".to_owned());
+        }
+        Ok(())
     }
 }

@@ -4,6 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use mink_s3stream::storage::{ObjectStorage, ObjectStoreBackend};
+use mink_server::settings::StorageBackend;
 use mink_server::{Node, NodeBuilder, Settings};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -331,4 +335,19 @@ pub async fn metric_from(client: &reqwest::Client, url: &str, name: &str) -> f64
             (key == name).then(|| value.parse().ok())?
         })
         .unwrap_or_else(|| panic!("metric {name} missing from:\n{text}"))
+}
+
+/// The object store the node under `settings` writes to, opened again by the test.
+pub fn store_of(settings: &Settings) -> Arc<dyn ObjectStorage> {
+    match settings.storage.backend {
+        StorageBackend::Local => {
+            Arc::new(ObjectStoreBackend::local(settings.local_objects_dir()).expect("local store"))
+        }
+        StorageBackend::S3 => {
+            Arc::new(ObjectStoreBackend::s3(&settings.storage.s3).expect("S3 store"))
+        }
+        StorageBackend::Memory => {
+            panic!("the suite's backends keep objects where a test can see them")
+        }
+    }
 }

@@ -6,7 +6,8 @@
 //! `harness` (the node and the HTTP calls the tests repeat), `data` (the rows written and read),
 //! then one file per concept under test: `tables`, `schemas` (types and `[limits]`), `append`,
 //! `writers`, `read`, `sse`, `errors` (table-driven), `node` (restart, health, metrics, shutdown),
-//! `retention` (policies, trimming by size and by age), `bounds` (the render bound, append decoding bounds, parked-read limits), `access` (tokens and
+//! `retention` (policies, trimming by size and by age), `recovery` (metadata snapshots and
+//! restore), `bounds` (the render bound, append decoding bounds, parked-read limits), `access` (tokens and
 //! scopes, the writer-id rule, explicit Content-Type), `edge` (the serving loop's limits and
 //! timeouts, against raw TCP clients).
 
@@ -26,6 +27,7 @@ mod errors;
 mod harness;
 mod node;
 mod read;
+mod recovery;
 mod retention;
 mod schemas;
 mod sse;
@@ -43,6 +45,7 @@ pub use errors::{error_cases, rate_limit};
 pub use harness::{Backend, embedded};
 pub use node::{health_metrics_and_shutdown, restart_reads_everything_back};
 pub use read::{offsets_and_timestamps, projection, tail_reads_and_long_poll};
+pub use recovery::metadata_snapshot_and_restore;
 pub use retention::{retention_by_age, retention_by_size, retention_policy_api};
 pub use schemas::{
     every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits,
@@ -62,7 +65,8 @@ macro_rules! http_suite {
             every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits,
             access_control, open_without_tokens, writer_ids_and_content_types, connection_limits, header_and_idle_timeouts,
             write_timeout_cuts_off_a_client_that_stops_reading, body_limits_per_format,
-            request_budget_answers_503, host_allowlist, retention_policy_api, retention_by_size);
+            request_budget_answers_503, host_allowlist, retention_policy_api, retention_by_size,
+            metadata_snapshot_and_restore);
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
         $(

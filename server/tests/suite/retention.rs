@@ -6,14 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mink_runtime::ManualClock;
-use mink_s3stream::storage::{ObjectStorage, ObjectStoreBackend};
-use mink_server::settings::StorageBackend;
-use mink_server::{NodeBuilder, Settings};
+use mink_server::NodeBuilder;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::data::ids_of;
-use super::harness::{Backend, Harness, expect_error};
+use super::harness::{Backend, Harness, expect_error, store_of};
 
 /// Rows `first..first + count` of about 1 KiB each, of text that does not repeat.
 fn wide_rows(first: i64, count: i64) -> String {
@@ -46,21 +44,6 @@ async fn create(h: &Harness, name: &str, retention: Value) -> reqwest::Response 
         }),
     )
     .await
-}
-
-/// The object store the node under `settings` writes to, opened again by the test.
-fn store_of(settings: &Settings) -> Arc<dyn ObjectStorage> {
-    match settings.storage.backend {
-        StorageBackend::Local => {
-            Arc::new(ObjectStoreBackend::local(settings.local_objects_dir()).expect("local store"))
-        }
-        StorageBackend::S3 => {
-            Arc::new(ObjectStoreBackend::s3(&settings.storage.s3).expect("S3 store"))
-        }
-        StorageBackend::Memory => {
-            panic!("the suite's backends keep objects where a test can see them")
-        }
-    }
 }
 
 /// The policy at create, in `GET /v1/tables/{t}`, changed with PATCH, refused when too small.
