@@ -35,6 +35,12 @@ pub fn dir() -> PathBuf {
 /// The table of the node fixtures.
 pub const TABLE: &str = "fixture";
 
+/// The metadata snapshot fixture (of the `clean` history's metadata).
+pub const SNAPSHOT: &str = "snapshot.bin";
+
+/// When the snapshot fixture says it was taken (2026-01-01T00:00:00Z).
+pub const SNAPSHOT_TAKEN_AT_MS: i64 = 1_767_225_600_000;
+
 /// The create request of [`TABLE`].
 pub fn table_request() -> Value {
     json!({"name": TABLE, "buckets": 2, "schema": {"fields": [

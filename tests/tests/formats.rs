@@ -219,3 +219,28 @@ async fn a_data_folder_left_by_a_graceful_shutdown_is_served_as_written() {
 async fn a_data_folder_left_by_a_crash_is_recovered_as_written() {
     node_fixture_is_served_as_written("crashed", Some(NodeHistory::after_crash())).await;
 }
+
+#[tokio::test]
+async fn a_metadata_snapshot_of_version_1_decodes_encodes_the_same_and_restores() {
+    use mink_metadata::snapshot::MetaSnapshot;
+    let stored = read(fixtures::SNAPSHOT);
+    let snapshot = MetaSnapshot::decode(fixtures::SNAPSHOT, &stored).unwrap();
+    assert_eq!(snapshot.taken_at_ms, fixtures::SNAPSHOT_TAKEN_AT_MS);
+    assert_eq!(
+        snapshot.encode(),
+        stored,
+        "the snapshot encoder's output changed"
+    );
+    // Restored into an empty store, it holds the clean history's table and its streams.
+    let kv = std::sync::Arc::new(mink_metadata::MemoryKv::new());
+    snapshot.restore(kv.as_ref(), false).await.unwrap();
+    let meta = mink_metadata::Metadata::open(kv, mink_metadata::MetadataOptions::default())
+        .await
+        .unwrap();
+    let tables = meta.list_tables().await.unwrap();
+    assert_eq!(
+        tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        [fixtures::TABLE]
+    );
+    assert!(meta.list_streams().await.unwrap().len() >= 2);
+}

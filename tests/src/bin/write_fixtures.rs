@@ -1,7 +1,9 @@
-//! `write_fixtures [--force]`: writes the format fixtures of `mink_tests::fixtures` into
-//! `tests/fixtures/v1/` with this build's formats. Run once per format version; the fixtures
-//! are then committed and read back by every later build (`tests/tests/formats.rs`). Refuses to
-//! overwrite existing fixtures without `--force`.
+//! `write_fixtures [--force | --add-missing]`: writes the format fixtures of
+//! `mink_tests::fixtures` into `tests/fixtures/v1/` with this build's formats. Run once per
+//! format version; the fixtures are then committed and read back by every later build
+//! (`tests/tests/formats.rs`). Refuses to overwrite existing fixtures without `--force`;
+//! `--add-missing` writes only the fixtures of formats added since (`snapshot.bin`, a metadata
+//! snapshot of the `clean` history, from its committed `meta.redb`), leaving the rest as they are.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -126,6 +128,25 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     std::fs::write(path, bytes).map_err(|e| format!("write {}: {e}", path.display()))
 }
 
+/// `snapshot.bin`: a metadata snapshot of the `clean` history, read from a copy of its redb file.
+async fn snapshot(out: &Path) -> Result<(), Error> {
+    let path = out.join(fixtures::SNAPSHOT);
+    if path.exists() {
+        return Ok(());
+    }
+    let redb = std::env::temp_dir().join(format!("mink-fixture-{}.redb", std::process::id()));
+    std::fs::copy(out.join("clean").join("meta.redb"), &redb).map_err(|e| e.to_string())?;
+    let taken = async {
+        let kv = mink_metadata::RedbKv::open(&redb).map_err(|e| e.to_string())?;
+        mink_metadata::snapshot::MetaSnapshot::take(&kv, fixtures::SNAPSHOT_TAKEN_AT_MS)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    .await;
+    let _ = std::fs::remove_file(&redb);
+    write(&path, &taken?.encode())
+}
+
 async fn run(force: bool) -> Result<(), Error> {
     let out = fixtures::dir();
     if out.exists() && !force {
@@ -147,13 +168,19 @@ async fn run(force: bool) -> Result<(), Error> {
     write(&out.join("object.bin"), &builder.finish().0)?;
     history(&out.join("clean"), false).await?;
     history(&out.join("crashed"), true).await?;
+    snapshot(&out).await?;
     Ok(())
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let force = std::env::args().any(|a| a == "--force");
-    match run(force).await {
+    let outcome = if std::env::args().any(|a| a == "--add-missing") {
+        snapshot(&fixtures::dir()).await
+    } else {
+        run(force).await
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("write_fixtures: {e}");
