@@ -19,6 +19,15 @@ const NDJSON: &str = "application/x-ndjson";
 const BUCKETS: u32 = 4;
 
 async fn start(node_id: &str, store: &Arc<dyn ObjectStorage>, kv: &Arc<dyn MetaKv>) -> Node {
+    start_with(node_id, store, kv, |_| {}).await
+}
+
+async fn start_with(
+    node_id: &str,
+    store: &Arc<dyn ObjectStorage>,
+    kv: &Arc<dyn MetaKv>,
+    tweak: impl FnOnce(&mut Settings),
+) -> Node {
     let mut settings = Settings {
         node_id: node_id.to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -30,6 +39,7 @@ async fn start(node_id: &str, store: &Arc<dyn ObjectStorage>, kv: &Arc<dyn MetaK
     };
     settings.cluster.lease_ttl = Duration::from_secs(2);
     settings.cluster.lease_margin = Duration::from_millis(300);
+    tweak(&mut settings);
     Node::builder()
         .settings(settings)
         .object_store(Arc::clone(store))
@@ -637,6 +647,60 @@ async fn a_table_dropped_through_any_node_is_gone_from_every_node() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+/// In a cluster only the leader writes the periodic metadata snapshots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_writes_metadata_snapshots() {
+    let store: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+    let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+    let often = |s: &mut Settings| s.metadata.snapshot_interval = Duration::from_millis(100);
+    let a = start_with("a", &store, &kv, often).await;
+    let b = start_with("b", &store, &kv, often).await;
+    let http = reqwest::Client::new();
+    let metric = |node: &Node, name: &'static str| {
+        let http = http.clone();
+        let url = format!("{}/metrics", node.url());
+        async move {
+            let text = http.get(url).send().await.unwrap().text().await.unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("{name} in {text}"))
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let leaders = (
+            metric(&a, "mink_cluster_leader").await,
+            metric(&b, "mink_cluster_leader").await,
+        );
+        let written = (
+            metric(&a, "mink_metadata_snapshots_total").await,
+            metric(&b, "mink_metadata_snapshots_total").await,
+        );
+        if leaders.0 + leaders.1 == 1.0 && written.0 + written.1 >= 3.0 {
+            let (leader, other) = if leaders.0 == 1.0 {
+                written
+            } else {
+                (written.1, written.0)
+            };
+            assert!(leader >= 3.0, "{written:?}");
+            assert_eq!(
+                other, 0.0,
+                "the node that does not lead writes none: {written:?}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "leaders {leaders:?}, snapshots {written:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = store.list("meta-snapshots/").await.unwrap();
+    assert!(!listed.is_empty() && listed.len() <= 24, "{}", listed.len());
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();
 }
