@@ -3,7 +3,8 @@
 //! Joining, in order: the next incarnation of the node id (so this life is a new member, with its
 //! own WAL prefix), the node id's broker id, a lease session (on a store with leases), when an
 //! earlier life of the same node id is still registered a wait until its lease is gone (it might
-//! still be acknowledging appends until then), the registration (without an address yet), and a
+//! still be acknowledging appends until then; a life this host's life lock proves dead has its
+//! lease revoked instead, `life_lock.rs`), the registration (without an address yet), and a
 //! recovery claim on each earlier life that left a WAL. The engine recovers those at open,
 //! before this life writes anything. The advertised address is added once the API listens.
 
@@ -16,6 +17,7 @@ use mink_metadata::{
 use mink_runtime::SystemClock;
 use mink_s3stream::wal::AckFence;
 
+use super::life_lock::LifeLock;
 use crate::node::NodeError;
 use crate::settings::Settings;
 
@@ -29,6 +31,8 @@ pub struct Membership {
     record: NodeRecord,
     session: Option<Arc<LeaseSession>>,
     earlier: Vec<String>,
+    /// Held for this life: a restart on this host after a crash revokes its lease at once.
+    _life_lock: Option<LifeLock>,
 }
 
 impl Membership {
@@ -45,7 +49,7 @@ impl Membership {
         let cluster = &settings.cluster;
         // Deadlines are real time, whatever clock the node's timestamps come from.
         let session = match LeaseSession::start(
-            kv,
+            kv.clone(),
             Arc::new(SystemClock),
             cluster.lease_ttl,
             cluster.lease_margin,
@@ -56,8 +60,23 @@ impl Membership {
             Err(MetaError::Unsupported { .. }) => None,
             Err(e) => return Err(e.into()),
         };
+        // Only on etcd, whose endpoints and prefix name one store: in-process stores (memory)
+        // have nothing that tells one from another on a host.
+        let mut life_lock = session
+            .as_ref()
+            .filter(|_| settings.metadata.backend == crate::settings::MetadataBackend::Etcd)
+            .and_then(|_| LifeLock::acquire(settings));
         if let Some(session) = &session {
-            wait_for_earlier_lives(&metadata, &node_id, incarnation, session.ttl()).await?;
+            let dead = life_lock.as_ref().and_then(LifeLock::previous);
+            wait_for_earlier_lives(
+                &metadata,
+                kv.as_ref(),
+                &node_id,
+                incarnation,
+                session.ttl(),
+                dead,
+            )
+            .await?;
         }
         let member = member_id(&node_id, incarnation);
         let record = NodeRecord {
@@ -89,6 +108,9 @@ impl Membership {
             None => metadata.replace_node(&record).await?,
         }
         let lease = session.as_ref().map(|s| s.id());
+        if let (Some(lock), Some(lease)) = (life_lock.as_mut(), lease) {
+            lock.record(&member, lease);
+        }
         let earlier = claim_earlier_lives(&metadata, &record.node_id, &member, lease).await?;
         tracing::info!(
             member = %record.member(),
@@ -102,6 +124,7 @@ impl Membership {
             record,
             session,
             earlier,
+            _life_lock: life_lock,
         })
     }
 
@@ -205,13 +228,16 @@ impl Membership {
 }
 
 /// Waits until no earlier life of `node_id` is registered: its lease expired (a crash) or was
-/// revoked (a clean stop). Gives up after two TTLs and a second: then another process holds the
-/// node id.
+/// revoked (a clean stop). `dead` is the life this host's life lock named while it was free: that
+/// process is gone, so its lease is revoked rather than waited out. Gives up after two TTLs and
+/// a second: then another process holds the node id.
 async fn wait_for_earlier_lives(
     metadata: &Metadata,
+    kv: &dyn MetaKv,
     node_id: &str,
     incarnation: u64,
     ttl: Duration,
+    dead: Option<&(String, mink_metadata::LeaseId)>,
 ) -> Result<(), NodeError> {
     let give_up = tokio::time::Instant::now() + ttl * 2 + Duration::from_secs(1);
     let mut waited = false;
@@ -224,6 +250,20 @@ async fn wait_for_earlier_lives(
         let Some(holder) = holder else {
             return Ok(());
         };
+        if let Some((member, lease)) = dead
+            && *member == holder.member()
+            && holder.lease == Some(*lease)
+        {
+            match kv.revoke_lease(*lease).await {
+                Ok(()) => tracing::info!(
+                    earlier = %member,
+                    "an earlier life of this node is dead (its life lock on this host was free); revoked its lease"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "revoking a dead earlier life's lease failed; waiting for it to end")
+                }
+            }
+        }
         if tokio::time::Instant::now() >= give_up {
             return Err(NodeError::NodeIdInUse {
                 node_id: node_id.to_owned(),

@@ -15,6 +15,7 @@
 
 mod failover;
 mod leader;
+mod life_lock;
 mod membership;
 mod view;
 
