@@ -4,7 +4,7 @@
 //! GET each have their own distribution.
 //!
 //! [`TimedStorage`] wraps the node's object stores and observes each request; it is made before
-//! the engine, so the histograms live apart from [`Metrics`](crate::metrics::Metrics) and are
+//! the engine, so the histograms live apart from the node's `Metrics` and are
 //! registered into its registry when the core is made.
 
 use std::ops::Range;
