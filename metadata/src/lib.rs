@@ -36,7 +36,7 @@ pub use kv::{
 pub use lease::{LeaseSession, SessionState};
 pub use log::{
     AssignmentMove, ClaimOutcome, CommitOutcome, CommitRequest, Metadata, MetadataOptions,
-    WalCompacted,
+    RebuildChanges, RebuildWritten, WalCompacted,
 };
 pub use records::{
     BucketAssignment, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim, RetentionPolicy,

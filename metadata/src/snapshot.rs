@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
-use crate::kv::{KeyValue, MetaKv, MetaKvExt, Op, Txn};
+use crate::kv::{KeyValue, MetaKv, MetaKvExt, Op, apply_unconditional};
 use crate::records::RecoveryClaim;
 use crate::value::decode;
 
@@ -214,24 +214,19 @@ impl MetaSnapshot {
                 keys: existing.len(),
             }));
         }
-        let chunk = kv.max_txn_ops().unwrap_or(256).clamp(1, 256);
         let mut report = RestoreReport {
             replaced: existing.len(),
+            keys: self.entries.len(),
             ..RestoreReport::default()
         };
-        for part in existing.chunks(chunk) {
-            apply(kv, part.iter().map(|e| Op::delete(e.key.clone())).collect()).await?;
-        }
-        for part in self.entries.chunks(chunk) {
-            apply(
-                kv,
-                part.iter()
-                    .map(|(k, v)| Op::put(k.clone(), v.clone()))
-                    .collect(),
-            )
-            .await?;
-            report.keys += part.len();
-        }
+        let deletes = existing.iter().map(|e| Op::delete(e.key.clone())).collect();
+        apply_unconditional(kv, deletes, "restore").await?;
+        let puts = self
+            .entries
+            .iter()
+            .map(|(k, v)| Op::put(k.clone(), v.clone()))
+            .collect();
+        apply_unconditional(kv, puts, "restore").await?;
         for (key, _) in &self.entries {
             let counter = key.starts_with(keys::INCARNATIONS)
                 || (key.starts_with(keys::IDS) && *key != crate::IdKind::Broker.key());
@@ -241,24 +236,6 @@ impl MetaSnapshot {
             }
         }
         Ok(report)
-    }
-}
-
-async fn apply(kv: &dyn MetaKv, ops: Vec<Op>) -> Result<()> {
-    let outcome = kv
-        .txn(Txn {
-            compares: Vec::new(),
-            on_success: ops,
-        })
-        .await?;
-    if outcome.succeeded {
-        Ok(())
-    } else {
-        Err(MetaError::Unavailable {
-            backend: kv.backend(),
-            operation: "restore",
-            source: "a transaction without conditions did not apply".into(),
-        })
     }
 }
 

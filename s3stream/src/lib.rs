@@ -14,6 +14,8 @@
 //! - [`wal`]: the group-commit WAL writer and its replay at recovery.
 //! - [`format`]: every byte layout written to storage (committed objects, WAL objects).
 //! - [`storage`]: the object-storage trait and its backends.
+//! - [`rebuild`]: putting back the object records and stream ends a listing of the store finds
+//!   (after a metadata snapshot was restored).
 //! - [`error`], [`failpoints`]: the errors of streams and the engine; named crash points for tests.
 //!
 //! Metadata (streams, objects, the WAL registry) lives in `mink-metadata`, the caches in
@@ -24,6 +26,7 @@ pub mod engine;
 pub mod error;
 pub mod failpoints;
 pub mod format;
+pub mod rebuild;
 pub mod storage;
 pub mod wal;
 

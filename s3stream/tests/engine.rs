@@ -15,7 +15,9 @@ use mink_s3stream::{
     StreamError,
 };
 
-const WAIT: Duration = Duration::from_secs(20);
+mod common;
+
+use common::{WAIT, append_n, expected, manual, payload, read_all};
 
 /// Storage and metadata that outlive engines, as a bucket and an etcd outlive a process.
 struct World {
@@ -67,59 +69,6 @@ impl World {
             .open()
             .await
     }
-}
-
-/// Settings with the background compactor effectively off, so tests decide when it runs.
-fn manual() -> EngineSettings {
-    EngineSettings {
-        compaction: CompactionSettings {
-            interval: Duration::from_secs(3600),
-            trigger_bytes: u64::MAX,
-            ..CompactionSettings::default()
-        },
-        ..EngineSettings::default()
-    }
-}
-
-fn payload(offset: u64) -> Bytes {
-    Bytes::from(format!("batch at {offset}").into_bytes())
-}
-
-/// Appends `n` batches of 2 offsets each and waits until all are durable.
-async fn append_n(stream: &Stream, n: u64) {
-    for _ in 0..n {
-        let next = stream.offsets().next;
-        let pending = stream.append_at(next, 2, payload(next)).await.unwrap();
-        assert_eq!(pending.base_offset, next);
-        tokio::time::timeout(WAIT, pending.durable())
-            .await
-            .unwrap()
-            .unwrap();
-    }
-}
-
-/// Reads everything up to the confirm offset and checks it is contiguous from `from`.
-async fn read_all(stream: &Stream, from: u64) -> Vec<(u64, Bytes)> {
-    let confirm = stream.offsets().confirm;
-    let mut out = Vec::new();
-    let mut cursor = from;
-    while cursor < confirm {
-        let batches = stream
-            .fetch(cursor, u64::MAX, 1 << 20, ReadBound::Confirmed)
-            .await
-            .unwrap();
-        assert!(!batches.is_empty(), "no data at {cursor} below {confirm}");
-        for batch in batches {
-            assert!(batch.base_offset <= cursor && cursor < batch.end_offset());
-            out.push((batch.base_offset, batch.payload.clone()));
-            cursor = batch.end_offset();
-        }
-    }
-    out
-}
-
-fn expected(from: u64, to: u64) -> Vec<(u64, Bytes)> {
-    (from..to).step_by(2).map(|o| (o, payload(o))).collect()
 }
 
 /// `settings` committing every WAL object as it is (when the WAL and data stores are one).

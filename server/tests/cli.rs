@@ -306,28 +306,30 @@ async fn the_cli_takes_the_token_from_its_setting() {
     node.shutdown().await.expect("shutdown");
 }
 
-/// `mink admin backup` after a node stopped, the metadata file lost, `mink admin restore`: the
-/// node comes back with every row at its offset, and new ids do not collide with old ones.
+/// `mink admin backup` after a node stopped, more rows appended, the metadata file lost, `mink
+/// admin restore` and `mink admin rebuild`: the node comes back with every row at its offset,
+/// the ones appended after the backup too, and new ids do not collide with old ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_and_restore_bring_the_tables_back_after_the_metadata_is_lost() {
     let dir = tempfile::tempdir().expect("temporary folder");
     let data_dir = dir.path().to_str().expect("path").to_owned();
     let first = node(dir.path(), None).await;
     let cli = Cli { url: first.url() };
-    let cli = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         cli.json(&["tables", "create", "t", "--schema", "id:int64!,msg:utf8"]);
         cli.ok_with(&["append", "t"], ndjson(0..50).as_bytes());
-        cli
     })
     .await
     .expect("writes");
     first.shutdown().await.expect("shutdown");
 
+    // The admin commands work on the stores, not through a node: no URL.
+    let offline = Cli { url: String::new() };
     let admin = |args: &[&str]| {
         let mut all = vec!["admin"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--data-dir", &data_dir]);
-        cli.run(&all)
+        offline.run(&all)
     };
     let backup = admin(&["backup"]);
     assert!(
@@ -337,6 +339,15 @@ async fn backup_and_restore_bring_the_tables_back_after_the_metadata_is_lost() {
     );
     let said: Value = serde_json::from_slice(&backup.stdout).expect("json");
     assert!(said["keys"].as_u64().is_some_and(|k| k > 3), "{said}");
+    // Rows the backup does not know of.
+    let later = node(dir.path(), None).await;
+    let cli = Cli { url: later.url() };
+    tokio::task::spawn_blocking(move || {
+        cli.ok_with(&["append", "t"], ndjson(50..80).as_bytes());
+    })
+    .await
+    .expect("writes");
+    later.shutdown().await.expect("shutdown");
     std::fs::remove_file(dir.path().join("meta.redb")).expect("the metadata is lost");
     let restored = admin(&["restore"]);
     assert!(
@@ -357,6 +368,20 @@ async fn backup_and_restore_bring_the_tables_back_after_the_metadata_is_lost() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
+    let rebuild = |args: &[&str]| {
+        let out = admin(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("json")
+    };
+    let dry = rebuild(&["rebuild", "--dry-run"]);
+    assert_eq!(dry["offsets_recovered"], 30, "{dry}");
+    let rebuilt = rebuild(&["rebuild"]);
+    assert_eq!(rebuilt["offsets_recovered"], 30, "{rebuilt}");
+    assert_eq!(rebuilt["complete"], true, "{rebuilt}");
 
     let second = node(dir.path(), None).await;
     let cli = Cli { url: second.url() };
@@ -370,11 +395,11 @@ async fn backup_and_restore_bring_the_tables_back_after_the_metadata_is_lost() {
                     .expect("id")
             })
             .collect();
-        assert_eq!(ids, (0..50).collect::<Vec<_>>());
+        assert_eq!(ids, (0..80).collect::<Vec<_>>());
         let acked: Value =
-            serde_json::from_str(&cli.ok_with(&["append", "t"], ndjson(50..51).as_bytes()))
+            serde_json::from_str(&cli.ok_with(&["append", "t"], ndjson(80..81).as_bytes()))
                 .expect("json");
-        assert_eq!(acked["base_offset"], 50, "{acked}");
+        assert_eq!(acked["base_offset"], 80, "{acked}");
         assert!(
             acked["writer_id"].as_u64().is_some_and(|w| w >= 1 << 32),
             "ids continue far above the snapshot's: {acked}"

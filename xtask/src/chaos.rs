@@ -17,7 +17,9 @@
 //! bucket), `--faults SHARE` (share of node lives with injected PUT failures and delays),
 //! `--retention-bytes N` (retention on: every acknowledged row at or above each bucket's final
 //! log start must be there, and the log starts must have moved) with `--pad-bytes N` (bigger
-//! rows, so a short run passes the limit).
+//! rows, so a short run passes the limit), `--lose-metadata` (after the last kill the metadata is
+//! deleted, the newest snapshot restored and the rest rebuilt from the objects; embedded and
+//! s3-etcd). The short runs of `cargo xtask test` lose the metadata on both.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -93,7 +95,8 @@ pub(crate) fn short(services: &Services) -> Result {
         &bin,
         Backend::Embedded,
         // With retention, whose task trims while the node is killed: the checks then hold from
-        // each bucket's final log start (padded rows pass the 1 MiB limit in a short run).
+        // each bucket's final log start (padded rows pass the 1 MiB limit in a short run). The
+        // metadata is lost after the last kill, restored and rebuilt from the objects.
         &[
             "--kills",
             "5",
@@ -103,6 +106,7 @@ pub(crate) fn short(services: &Services) -> Result {
             "1048576",
             "--pad-bytes",
             "2000",
+            "--lose-metadata",
         ]
         .map(String::from),
         Some(services),
@@ -110,7 +114,7 @@ pub(crate) fn short(services: &Services) -> Result {
     let s3 = drive(
         &bin,
         Backend::S3Etcd,
-        &["--kills", "3", "--seconds", "10"].map(String::from),
+        &["--kills", "3", "--seconds", "10", "--lose-metadata"].map(String::from),
         Some(services),
     );
     let cluster = drive(

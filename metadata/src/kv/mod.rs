@@ -400,6 +400,34 @@ pub(crate) async fn put_as_txn<K: MetaKv + ?Sized>(kv: &K, key: &str, value: Byt
     Ok(outcome.revision)
 }
 
+/// Applies `ops` in transactions without conditions, as many per transaction as the backend
+/// takes (at most 256): for work done while no node runs on the store (restore, rebuild), where
+/// nothing races with it. Not atomic as a whole; each caller is safe to run again.
+pub(crate) async fn apply_unconditional(
+    kv: &dyn MetaKv,
+    ops: Vec<Op>,
+    operation: &'static str,
+) -> Result<()> {
+    let chunk = kv.max_txn_ops().unwrap_or(256).clamp(1, 256);
+    let mut ops = ops.into_iter().peekable();
+    while ops.peek().is_some() {
+        let outcome = kv
+            .txn(Txn {
+                compares: Vec::new(),
+                on_success: ops.by_ref().take(chunk).collect(),
+            })
+            .await?;
+        if !outcome.succeeded {
+            return Err(MetaError::Unavailable {
+                backend: kv.backend(),
+                operation,
+                source: "a transaction without conditions did not apply".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What every lease operation returns on a backend without leases.
 pub(crate) fn leases_unsupported(backend: &'static str) -> MetaError {
     MetaError::Unsupported {

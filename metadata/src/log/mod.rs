@@ -13,7 +13,8 @@
 //!
 //! One file per key family, each with its key layout: `streams.rs`, `commit.rs` (objects and the
 //! commit), `wal_registry.rs`, `tables.rs`, `nodes.rs`, `recovery.rs` (claims on
-//! dead members' WALs), `writer_snapshots.rs`;
+//! dead members' WALs), `writer_snapshots.rs`, `rebuild.rs` (what a rebuild from the object
+//! store writes back);
 //! `index_follower.rs` keeps the index current, and `cas.rs` holds the typed reads and the
 //! compare-and-swap retry loop they all use.
 
@@ -22,6 +23,7 @@ mod commit;
 mod index_follower;
 mod nodes;
 mod read;
+mod rebuild;
 mod recovery;
 mod streams;
 mod tables;
@@ -39,6 +41,7 @@ use crate::index::ObjectIndex;
 use crate::kv::MetaKv;
 
 pub use commit::{CommitOutcome, CommitRequest};
+pub use rebuild::{RebuildChanges, RebuildWritten};
 pub use recovery::ClaimOutcome;
 pub use tables::AssignmentMove;
 pub use wal_registry::WalCompacted;

@@ -223,7 +223,17 @@ fn leading_version(object: &[u8]) -> Option<u16> {
     (head[..4] == WAL_MAGIC).then(|| u16::from_le_bytes([head[4], head[5]]))
 }
 
-fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
+/// The index of a WAL object held in memory, each block with the epoch its stream had when the
+/// block's batches were appended (checked against the WAL section's CRC). What a rebuild needs
+/// to place a WAL object's blocks without decoding their batches.
+pub fn decode_index_epochs(object: &[u8]) -> Result<Vec<(BlockEntry, u64)>, WalFormatError> {
+    index_epochs(object).map_err(|error| match leading_version(object) {
+        Some(found) => WalFormatError::UnsupportedVersion { found },
+        None => error,
+    })
+}
+
+fn index_epochs(object: &[u8]) -> Result<Vec<(BlockEntry, u64)>, WalFormatError> {
     let (index_range, index) = object::decode_object_index(object)?;
     let section_end = index_range.start as usize;
     let trailer_start = section_end
@@ -267,17 +277,24 @@ fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
             computed,
         });
     }
-    let mut records = Vec::new();
-    for (i, entry) in index.iter().enumerate() {
+    let mut blocks = Vec::with_capacity(index.len());
+    for (i, entry) in index.into_iter().enumerate() {
         if entry.range().end > section_start as u64 {
             return Err(ObjectFormatError::Inconsistent(format!(
                 "block {entry:?} overlaps the WAL section at byte {section_start}"
             ))
             .into());
         }
-        let epoch = u64_at(covered, i * 8);
+        blocks.push((entry, u64_at(covered, i * 8)));
+    }
+    Ok(blocks)
+}
+
+fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
+    let mut records = Vec::new();
+    for (entry, epoch) in index_epochs(object)? {
         let block = object.slice(entry.position as usize..entry.range().end as usize);
-        for batch in object::decode_block(&block, entry)? {
+        for batch in object::decode_block(&block, &entry)? {
             records.push(WalRecord {
                 stream_id: entry.stream_id,
                 epoch,

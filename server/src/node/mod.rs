@@ -103,6 +103,16 @@ impl NodeBuilder {
         self.metadata.as_ref()
     }
 
+    /// The store WAL objects go to, if any.
+    pub fn wal_objects(&self) -> Option<&Arc<dyn ObjectStorage>> {
+        self.wal_store.as_ref()
+    }
+
+    /// The settings given (the admin commands read the engine's key prefixes from them).
+    pub fn node_settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// The store committed objects go to: the data store when there is one, else the WAL store.
     pub fn data_objects(&self) -> Option<&Arc<dyn ObjectStorage>> {
         self.data_store.as_ref().or(self.wal_store.as_ref())

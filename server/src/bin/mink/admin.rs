@@ -1,13 +1,17 @@
-//! `mink admin backup|restore`: metadata snapshots (docs/metadata-recovery.md), worked on the
+//! `mink admin backup|restore|rebuild`: metadata snapshots and the rebuild from objects
+//! (docs/metadata-recovery.md), worked on the
 //! node's stores directly, with the same settings as `mink serve` (`--config`, `--storage`,
 //! `--metadata`, ...). Backup reads the metadata consistently while nodes run; restore writes a
-//! snapshot into an empty metadata store (or, forced, over one) while no node runs on it.
+//! snapshot into an empty metadata store (or, forced, over one) while no node runs on it; rebuild
+//! lists the object store and places what the metadata lacks, also while no node runs.
 
 use std::path::PathBuf;
 
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use mink_metadata::snapshot::MetaSnapshot;
+use mink_metadata::{MetaKvExt, Metadata, MetadataOptions};
+use mink_s3stream::rebuild::{RebuildReport, RebuildSettings};
 use mink_server::NodeBuilder;
 use serde_json::json;
 
@@ -24,6 +28,28 @@ pub(crate) enum AdminCommand {
     Backup(BackupArgs),
     /// Writes a snapshot into an empty metadata store (the newest in the object store, or a file).
     Restore(RestoreArgs),
+    /// Lists the object store and puts back the object records and stream ends the metadata
+    /// lacks (after a restore), reporting what it could not place. Run with every node stopped.
+    Rebuild(RebuildArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RebuildArgs {
+    /// Work out and report the changes without writing them.
+    #[arg(long)]
+    dry_run: bool,
+    /// Objects read at once.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Run although nodes are registered in the metadata store (they must not be running).
+    #[arg(long)]
+    force: bool,
+    /// After a complete rebuild, delete the objects that hold nothing placed (superseded or
+    /// fenced; nothing refers to them).
+    #[arg(long)]
+    delete_unplaced: bool,
+    #[command(flatten)]
+    node: ServeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -65,6 +91,7 @@ pub(crate) async fn run(out: Output, command: AdminCommand) -> CliResult<()> {
     match command {
         AdminCommand::Backup(args) => backup(out, args).await,
         AdminCommand::Restore(args) => restore(out, args).await,
+        AdminCommand::Rebuild(args) => rebuild(out, args).await,
     }
 }
 
@@ -159,4 +186,105 @@ async fn restore(out: Output, args: RestoreArgs) -> CliResult<()> {
         },
         &json!({"keys": report.keys, "replaced": report.replaced, "counters_raised": report.counters_raised, "from": name, "taken_at_ms": snapshot.taken_at_ms}),
     )
+}
+
+async fn rebuild(out: Output, args: RebuildArgs) -> CliResult<()> {
+    let parts = components(&args.node).await?;
+    let kv = parts.metadata_kv().ok_or("no metadata store")?;
+    // Registrations are leased on etcd, so one there is a node alive (or dead within its
+    // lease); redb's file lock already keeps a running node out.
+    let nodes = if kv.backend() == "etcd" {
+        kv.scan_all(mink_metadata::keys::NODES, 512)
+            .await
+            .map_err(|e| format!("reading the node registrations: {e}"))?
+    } else {
+        Vec::new()
+    };
+    if !nodes.is_empty() && !args.force {
+        let names: Vec<&str> = nodes
+            .iter()
+            .filter_map(|kv| kv.key.strip_prefix(mink_metadata::keys::NODES))
+            .collect();
+        return Err(format!(
+            "nodes are registered ({}): stop every node before a rebuild (--force if they are stopped and their registrations not yet expired)",
+            names.join(", ")
+        ));
+    }
+    let wal = parts.wal_objects().ok_or("no object store")?;
+    let data = parts.data_objects().ok_or("no object store")?;
+    let engine = &parts.node_settings().engine;
+    let settings = RebuildSettings {
+        wal_prefix: engine.wal_prefix.clone(),
+        data_prefix: engine.data_prefix.clone(),
+        concurrency: args.concurrency,
+        dry_run: args.dry_run,
+        delete_unplaced: args.delete_unplaced,
+    };
+    let options = MetadataOptions {
+        watch_objects: false,
+        ..MetadataOptions::default()
+    };
+    let metadata = Metadata::open(kv.clone(), options)
+        .await
+        .map_err(|e| format!("opening the metadata: {e}"))?;
+    let started = std::time::Instant::now();
+    let report = mink_s3stream::rebuild::rebuild(&metadata, wal, data, &settings)
+        .await
+        .map_err(|e| format!("rebuild: {e}"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+    value["seconds"] = json!(seconds);
+    value["complete"] = json!(report.complete());
+    out.say(|| rebuild_text(&report, seconds), &value)
+}
+
+fn rebuild_text(report: &RebuildReport, seconds: f64) -> String {
+    let mut text = format!(
+        "{}listed {} objects ({} known, {} records gone), read {} indexes, placed {} objects ({} ranges), moved {} streams ({} offsets recovered), removed {} WAL reservations in {seconds:.1} s",
+        if report.dry_run { "dry run: " } else { "" },
+        report.objects_listed,
+        report.records_present,
+        report.records_gone,
+        report.objects_read,
+        report.objects_placed,
+        report.ranges_placed,
+        report.streams_moved,
+        report.offsets_recovered,
+        report.wal_reservations_removed,
+    );
+    if report.objects_unplaced > 0 {
+        text.push_str(&format!(
+            "\n{} objects ({}) hold nothing placed (superseded, fenced or of unknown streams){}",
+            report.objects_unplaced,
+            bytes(report.bytes_unplaced),
+            if report.objects_deleted > 0 {
+                format!("; {} deleted", report.objects_deleted)
+            } else {
+                " and are left on the store".to_owned()
+            }
+        ));
+    }
+    for s in &report.unknown_streams {
+        text.push_str(&format!(
+            "\nnot placed: stream {} has no record (created after the snapshot): {} blocks, {}",
+            s.stream_id,
+            s.blocks,
+            bytes(s.bytes)
+        ));
+    }
+    for h in &report.holes {
+        text.push_str(&format!(
+            "\nnot placed: stream {} offsets {}..{}",
+            h.stream_id, h.from, h.to
+        ));
+    }
+    for (stream, from, to) in &report.starts_moved {
+        text.push_str(&format!(
+            "\nstream {stream}: log start moved from {from} to {to} (trimmed after the snapshot, or lost)"
+        ));
+    }
+    for (key, why) in &report.corrupt {
+        text.push_str(&format!("\ncorrupt: {key}: {why}"));
+    }
+    text
 }

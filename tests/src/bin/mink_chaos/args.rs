@@ -1,6 +1,6 @@
 //! The flags of `mink_chaos`, parsed by clap. Names and defaults are the ones `cargo xtask chaos`
 //! passes and documents: `--node`, `--backend`, `--kills`, `--seconds`, `--seed`, `--buckets`,
-//! `--writers`, `--faults`, `--retention-bytes`, `--pad-bytes`, `--dir`.
+//! `--writers`, `--faults`, `--retention-bytes`, `--pad-bytes`, `--lose-metadata`, `--dir`.
 
 use std::path::PathBuf;
 
@@ -59,6 +59,13 @@ pub(crate) struct Options {
     /// Bytes of padding in every row's message, so that a short run passes a retention limit.
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     pub(crate) pad_bytes: usize,
+    /// Lose the metadata after the last kill (embedded: delete `meta.redb`; s3-etcd: a new,
+    /// empty etcd prefix), then `mink admin restore` the newest snapshot (the node writes one
+    /// every second) and `mink admin rebuild` from the objects before the last life: the checks
+    /// hold as before, and the rebuild must report nothing it could not place. Not for a
+    /// cluster.
+    #[arg(long)]
+    pub(crate) lose_metadata: bool,
     /// Folder for the node's data and log [default: a new folder in the temporary folder,
     /// removed after a clean run].
     #[arg(long, value_name = "PATH")]
@@ -72,6 +79,12 @@ impl Options {
         let mut o = Self::try_parse_from(args)?;
         if o.seconds <= 0.0 {
             o.seconds = 2.0 * f64::from(o.kills.max(1));
+        }
+        if o.lose_metadata && o.backend == Backend::Cluster {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--lose-metadata is for the embedded and s3-etcd backends, not a cluster\n",
+            ));
         }
         Ok(o)
     }
@@ -132,6 +145,12 @@ mod tests {
         assert_eq!(cluster.backend, Backend::Cluster);
         assert!(Options::parse_args(args("--node x --kill 3")).is_err());
         assert!(Options::parse_args(args("--kills 3")).is_err());
+        assert!(
+            Options::parse_args(args("--node m --lose-metadata"))
+                .unwrap()
+                .lose_metadata
+        );
+        assert!(Options::parse_args(args("--node m --backend cluster --lose-metadata")).is_err());
     }
 
     #[test]

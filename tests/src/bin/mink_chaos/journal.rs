@@ -69,6 +69,10 @@ pub(crate) struct Ctx {
     pub(crate) retention: bool,
     /// Padding bytes in each row's message.
     pub(crate) pad_bytes: usize,
+    /// Set once the metadata was lost and rebuilt (`--lose-metadata`): trims made after the
+    /// restored snapshot are undone where their objects are still on the store, so a log start
+    /// may move back once, at that point.
+    pub(crate) metadata_lost: AtomicBool,
 }
 
 impl Ctx {

@@ -25,6 +25,8 @@ pub(crate) struct NodeProcess {
     pub(crate) process: mink_tests::node::NodeProcess,
     /// Key prefix in S3 and etcd, unique to this run.
     pub(crate) prefix: String,
+    /// The etcd prefix: `prefix`, until the metadata is lost ([`Self::lose_metadata`]).
+    pub(crate) metadata_prefix: String,
     pub(crate) node_id: String,
     pub(crate) lives: u32,
 }
@@ -42,6 +44,7 @@ impl NodeProcess {
             options: options.clone(),
             process: mink_tests::node::NodeProcess::new(&options.node, dir)?,
             prefix: prefix.to_owned(),
+            metadata_prefix: format!("{prefix}/"),
             node_id: format!("chaos-{}", index + 1),
             lives: 0,
         })
@@ -53,14 +56,21 @@ impl NodeProcess {
 
     pub(crate) fn config(&self, faults: Option<Faults>) -> String {
         let mut c = self.process.base_config(&self.node_id);
+        let mut metadata = String::new();
         if matches!(self.options.backend, Backend::S3Etcd | Backend::Cluster) {
             let etcd = mink_tests::etcd_endpoints();
             c += &mink_tests::node::s3_storage_config(&self.prefix);
             let _ = writeln!(
-                c,
-                "[metadata]\nbackend = \"etcd\"\netcd_endpoints = {etcd:?}\netcd_prefix = \"{}/\"",
-                self.prefix
+                metadata,
+                "backend = \"etcd\"\netcd_endpoints = {etcd:?}\netcd_prefix = {:?}",
+                self.metadata_prefix
             );
+        }
+        if self.options.lose_metadata {
+            metadata += "snapshot_interval_ms = 1000\n";
+        }
+        if !metadata.is_empty() {
+            let _ = writeln!(c, "[metadata]\n{metadata}");
         }
         if self.options.backend == Backend::Cluster {
             // A short lease, so a pause past it fits a short run.
@@ -123,6 +133,48 @@ impl NodeProcess {
         } else {
             Err(format!("kill {signal} {pid} failed"))
         }
+    }
+
+    /// Loses the node's metadata (it must not be running): deletes `meta.redb`, or moves to a
+    /// new, empty etcd prefix.
+    pub(crate) fn lose_metadata(&mut self) -> Result<(), Error> {
+        if self.options.backend == Backend::Embedded {
+            let path = self.process.dir().join("data").join("meta.redb");
+            std::fs::remove_file(&path).map_err(|e| format!("remove {}: {e}", path.display()))
+        } else {
+            self.metadata_prefix = format!("{}/restored/", self.prefix);
+            Ok(())
+        }
+    }
+
+    /// Runs `mink admin {command}` on the node's stores (with its configuration, no faults) and
+    /// returns what it printed as JSON; an exit status other than 0 is an error.
+    pub(crate) fn admin(&self, command: &[&str]) -> Result<serde_json::Value, Error> {
+        let path = self.process.dir().join("admin.toml");
+        std::fs::write(&path, self.config(None))
+            .map_err(|e| format!("write {}: {e}", path.display()))?;
+        let out = std::process::Command::new(&self.options.node)
+            .arg("admin")
+            .args(command)
+            .arg("--config")
+            .arg(&path)
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("mink admin {command:?}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mink admin {command:?}: {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| {
+            format!(
+                "mink admin {command:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
     }
 
     /// SIGTERM, then waits up to `timeout` for a clean exit; true if it exited with status 0.

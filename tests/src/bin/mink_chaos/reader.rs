@@ -20,7 +20,14 @@ pub(crate) async fn reader(ctx: Arc<Ctx>, bucket: u32) {
     let mut max_log_start = 0u64;
     let mut seen = Vec::new();
     let mut reported_regression = false;
+    let mut before_loss = true;
     loop {
+        if before_loss && ctx.metadata_lost.load(Ordering::SeqCst) {
+            // The node is down for the restore: what it answers next may have a lower log
+            // start, once.
+            before_loss = false;
+            max_log_start = 0;
+        }
         if let Some(&target) = lock(&ctx.reader_targets).get(&bucket)
             && next >= target
         {

@@ -141,6 +141,7 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
             + SETTLE_TIMEOUT,
         retention: options.retention_bytes.is_some(),
         pad_bytes: options.pad_bytes,
+        metadata_lost: AtomicBool::new(false),
     });
     let mut rng = SeededRng::new(options.seed);
 
@@ -224,6 +225,9 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
             }
         });
         faulty_lives += u32::from(faults.is_some());
+        if kill == options.kills && options.lose_metadata {
+            lose_and_rebuild(node, &ctx)?;
+        }
         node.start(faults)?;
     }
 
@@ -316,6 +320,40 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
         tally,
         problems,
     })
+}
+
+/// Loses the stopped node's metadata, restores the newest snapshot and rebuilds from the
+/// objects (deleting what holds nothing placed); anything the rebuild could not place is a
+/// violation.
+fn lose_and_rebuild(node: &mut NodeProcess, ctx: &Ctx) -> Result<(), Error> {
+    node.lose_metadata()?;
+    ctx.metadata_lost.store(true, Ordering::SeqCst);
+    let restored = node.admin(&["restore"])?;
+    // Objects holding nothing placed are deleted: the checks then also show none was needed.
+    let rebuilt = node.admin(&["rebuild", "--delete-unplaced"])?;
+    eprintln!(
+        "mink_chaos: metadata lost; restored {} keys from {}; rebuild read {} objects, placed {} \
+         ({} ranges), recovered {} offsets in {} streams, removed {} records of gone objects, \
+         deleted {} of {} objects holding nothing placed, in {:.2}s",
+        restored["keys"],
+        restored["from"],
+        rebuilt["objects_read"],
+        rebuilt["objects_placed"],
+        rebuilt["ranges_placed"],
+        rebuilt["offsets_recovered"],
+        rebuilt["streams_moved"],
+        rebuilt["records_gone"],
+        rebuilt["objects_deleted"],
+        rebuilt["objects_unplaced"],
+        rebuilt["seconds"].as_f64().unwrap_or(0.0),
+    );
+    if rebuilt["complete"] != serde_json::Value::Bool(true) {
+        ctx.journal.violation(format!(
+            "the rebuild could not place everything: unknown streams {}, holes {}, corrupt {}",
+            rebuilt["unknown_streams"], rebuilt["holes"], rebuilt["corrupt"]
+        ));
+    }
+    Ok(())
 }
 
 /// One event of a cluster run, on a random node once every node serves and the writers made
