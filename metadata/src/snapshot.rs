@@ -58,21 +58,18 @@ fn durable(kv: &KeyValue) -> bool {
 }
 
 impl MetaSnapshot {
-    /// Reads every durable key of `kv` at one moment, `now_ms` being the time to record: the
-    /// store is scanned until two full scans agree key for key and version for version.
+    /// Reads every durable key of `kv` at one moment, `now_ms` being the time to record: in one
+    /// read where the backend can ([`MetaKv::scan_all_at_one_revision`]), else by scanning until
+    /// two full scans agree key for key and version for version.
     pub async fn take(kv: &dyn MetaKv, now_ms: i64) -> Result<Self> {
+        if let Some(all) = kv.scan_all_at_one_revision(keys::ROOT).await? {
+            return Ok(Self::of_durable(all, now_ms));
+        }
         let mut previous = kv.scan_all(keys::ROOT, SCAN_PAGE).await?;
         for _ in 1..MAX_SCANS {
             let again = kv.scan_all(keys::ROOT, SCAN_PAGE).await?;
             if again == previous {
-                return Ok(MetaSnapshot {
-                    taken_at_ms: now_ms,
-                    entries: again
-                        .into_iter()
-                        .filter(durable)
-                        .map(|kv| (kv.key, kv.value))
-                        .collect(),
-                });
+                return Ok(Self::of_durable(again, now_ms));
             }
             previous = again;
         }
@@ -84,6 +81,18 @@ impl MetaSnapshot {
             )
             .into(),
         })
+    }
+
+    /// The snapshot of the durable keys of `all` (a read at one moment), taken at `now_ms`.
+    fn of_durable(all: Vec<KeyValue>, now_ms: i64) -> Self {
+        MetaSnapshot {
+            taken_at_ms: now_ms,
+            entries: all
+                .into_iter()
+                .filter(durable)
+                .map(|kv| (kv.key, kv.value))
+                .collect(),
+        }
     }
 
     /// The snapshot's bytes.

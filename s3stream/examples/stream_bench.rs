@@ -23,10 +23,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mink_metadata::{MemoryKv, MetaKv, Metadata, MetadataOptions};
-use mink_s3stream::storage::{
-    CountingStorage, LatencyProfile, LatencyStorage, ObjectStorage, ObjectStoreBackend, S3Config,
-};
+use mink_s3stream::storage::{CountingStorage, ObjectStorage};
 use mink_s3stream::{Engine, EngineSettings, ReadBound};
+
+#[path = "common/store.rs"]
+mod store;
+
+use store::store;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -52,38 +55,6 @@ fn options() -> Result<Options, Error> {
         }
     }
     Ok(options)
-}
-
-fn store(name: &str, dir: &std::path::Path) -> Result<Arc<dyn ObjectStorage>, Error> {
-    Ok(match name {
-        "local" => Arc::new(ObjectStoreBackend::local(dir)?),
-        "moto" => {
-            let endpoint = std::env::var("MINK_TEST_S3_ENDPOINT")
-                .map_err(|_| "MINK_TEST_S3_ENDPOINT is not set (run through cargo xtask bench)")?;
-            let bucket =
-                std::env::var("MINK_TEST_S3_BUCKET").unwrap_or_else(|_| "mink-test".into());
-            let config = S3Config::local_server(
-                endpoint,
-                bucket,
-                "us-east-1",
-                "mink-test",
-                "mink-test-secret",
-            )
-            .with_prefix(format!("bench-{}", std::process::id()));
-            Arc::new(ObjectStoreBackend::s3(&config)?)
-        }
-        "s3-standard" => Arc::new(LatencyStorage::new(
-            Arc::new(ObjectStoreBackend::memory()),
-            LatencyProfile::s3_standard(),
-            42,
-        )),
-        "s3-express" => Arc::new(LatencyStorage::new(
-            Arc::new(ObjectStoreBackend::memory()),
-            LatencyProfile::s3_express_one_zone(),
-            42,
-        )),
-        other => return Err(format!("unknown store {other}").into()),
-    })
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {

@@ -5,7 +5,10 @@
 //! 1. The codec's criterion micro-benchmarks (validate vs memcpy, projection vs decode-all).
 //! 2. The stream engine in process (`s3stream/examples/stream_bench.rs`) on local files, moto and
 //!    the S3 Standard latency model: idle append vs raw PUT, group commit, tail reader, replay.
-//! 3. The node's in-process HTTP bench (`server/benches/http.rs`).
+//! 3. The node's in-process HTTP bench (`server/benches/http.rs`), and metadata recovery in
+//!    process (`s3stream/examples/recovery_bench.rs`: snapshot time and size for 10k buckets and
+//!    100k objects on redb and etcd, rebuild of 10k objects on moto, beside a plain scan and a
+//!    plain LIST + tail GETs).
 //! 4. The release node as a real process (`tests/src/bin/mink_bench/`, built with the `chaos`
 //!    feature so that it can wear the S3 Standard latency model) on the same three stores: the
 //!    seven items of the issue; then item 8, three nodes on moto and etcd (throughput 3 vs 1,
@@ -51,6 +54,8 @@ pub(crate) fn bench(args: &[String]) -> Result {
         "test-util",
         "--example",
         "stream_bench",
+        "--example",
+        "recovery_bench",
     ]);
     run(build)?;
     crate::build_node_and_driver(true, "mink_bench")?;
@@ -127,6 +132,17 @@ pub(crate) fn bench(args: &[String]) -> Result {
         }
         services.export(&mut command);
         run(command)?;
+        engine += &read(&out)?;
+    }
+    // Metadata recovery in process (full runs only): snapshot time and size for 10k buckets and
+    // 100k objects (redb, etcd), rebuild time for 10k objects on moto.
+    if !quick {
+        let out = results.join("recovery.md");
+        let mut command = Command::new(release.join("examples").join("recovery_bench"));
+        command.args(["--store", "moto", "--out"]).arg(&out);
+        services.export(&mut command);
+        run(command)?;
+        engine += "## Metadata recovery (`recovery_bench`)\n\n";
         engine += &read(&out)?;
     }
     // The node in process: HTTP append vs raw PUT, delivery after the ack (full runs only).

@@ -23,6 +23,8 @@ use super::{
 use crate::error::{InvalidRequest, MetaError, Result};
 
 const BACKEND: &str = "etcd";
+/// Keys per page of a read pinned to one revision.
+const SCAN_ALL_PAGE: usize = 512;
 
 fn unavailable(operation: &'static str) -> impl FnOnce(etcd_client::Error) -> MetaError {
     move |e| MetaError::Unavailable {
@@ -77,6 +79,51 @@ impl EtcdKv {
                 key: key.to_owned(),
                 reason: format!("etcd returned a key outside the prefix {}", self.prefix),
             })
+    }
+
+    /// One page of a scan, at `revision` when given (a later page of a read pinned to one
+    /// revision), else at the newest.
+    async fn scan_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+        revision: Option<i64>,
+    ) -> Result<ScanPage> {
+        validate_scan_limit(limit)?;
+        let full_prefix = self.full(prefix);
+        let start = match scan_start(prefix, start_after) {
+            Bound::Excluded(after) => {
+                let mut k = self.full(after).into_bytes();
+                k.push(0);
+                k
+            }
+            _ => full_prefix.clone().into_bytes(),
+        };
+        // An empty range end asks etcd for every key from `start` on ("\0" in etcd's terms).
+        let end = prefix_end(full_prefix.as_bytes()).unwrap_or_else(|| vec![0]);
+        let mut options = GetOptions::new()
+            .with_range(end)
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        if let Some(revision) = revision {
+            options = options.with_revision(revision);
+        }
+        let resp = self
+            .client
+            .kv_client()
+            .get(start, Some(options))
+            .await
+            .map_err(unavailable("scan"))?;
+        let items = resp
+            .kvs()
+            .iter()
+            .map(|kv| self.convert(kv))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ScanPage {
+            items,
+            more: resp.more(),
+            revision: revision_of(resp.header()),
+        })
     }
 
     fn convert(&self, kv: &etcd_client::KeyValue) -> Result<KeyValue> {
@@ -200,37 +247,30 @@ impl MetaKv for EtcdKv {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage> {
-        validate_scan_limit(limit)?;
-        let full_prefix = self.full(prefix);
-        let start = match scan_start(prefix, start_after) {
-            Bound::Excluded(after) => {
-                let mut k = self.full(after).into_bytes();
-                k.push(0);
-                k
+        self.scan_page(prefix, start_after, limit, None).await
+    }
+
+    async fn scan_all_at_one_revision(&self, prefix: &str) -> Result<Option<Vec<KeyValue>>> {
+        let mut page = self.scan_page(prefix, None, SCAN_ALL_PAGE, None).await?;
+        let revision = i64::try_from(page.revision).unwrap_or(i64::MAX);
+        let mut out = Vec::new();
+        loop {
+            let more = page.more;
+            out.append(&mut page.items);
+            if !more {
+                return Ok(Some(out));
             }
-            _ => full_prefix.clone().into_bytes(),
-        };
-        // An empty range end asks etcd for every key from `start` on ("\0" in etcd's terms).
-        let end = prefix_end(full_prefix.as_bytes()).unwrap_or_else(|| vec![0]);
-        let options = GetOptions::new()
-            .with_range(end)
-            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
-        let resp = self
-            .client
-            .kv_client()
-            .get(start, Some(options))
-            .await
-            .map_err(unavailable("scan"))?;
-        let items = resp
-            .kvs()
-            .iter()
-            .map(|kv| self.convert(kv))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(ScanPage {
-            items,
-            more: resp.more(),
-            revision: revision_of(resp.header()),
-        })
+            let after = out.last().map(|kv| kv.key.clone());
+            page = match self
+                .scan_page(prefix, after.as_deref(), SCAN_ALL_PAGE, Some(revision))
+                .await
+            {
+                Ok(page) => page,
+                // The revision was compacted away mid-read: no one moment to read any more.
+                Err(e) if e.to_string().contains("compacted") => return Ok(None),
+                Err(e) => return Err(e),
+            };
+        }
     }
 
     async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream> {

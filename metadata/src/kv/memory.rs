@@ -299,6 +299,11 @@ impl MetaKv for MemoryKv {
         })
     }
 
+    async fn scan_all_at_one_revision(&self, prefix: &str) -> Result<Option<Vec<KeyValue>>> {
+        // One call holds the state's lock throughout.
+        Ok(Some(self.scan(prefix, None, usize::MAX).await?.items))
+    }
+
     async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream> {
         Ok(self.inner.hub.subscribe(prefix))
     }

@@ -269,6 +269,16 @@ pub trait MetaKv: Send + Sync + 'static {
     /// Streams the changes under `prefix` made after this call returns.
     async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream>;
 
+    /// Every key under `prefix` as the store held them at one moment, when the backend can read
+    /// that in one go: etcd pages at the revision of the first page, memory reads under one
+    /// lock, redb in one read transaction. `None` (the default) when it cannot, or when the
+    /// moment is gone (etcd compacted that revision mid-read): a caller that needs one state then
+    /// checks for itself, as a metadata snapshot does by scanning twice.
+    async fn scan_all_at_one_revision(&self, prefix: &str) -> Result<Option<Vec<KeyValue>>> {
+        let _ = prefix;
+        Ok(None)
+    }
+
     /// Grants a lease of at least `ttl`; keys put with it disappear when it is not kept alive.
     /// Backends without leases (the default) fail with [`MetaError::Unsupported`].
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease> {

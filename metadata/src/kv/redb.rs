@@ -288,6 +288,11 @@ impl MetaKv for RedbKv {
         .await
     }
 
+    async fn scan_all_at_one_revision(&self, prefix: &str) -> Result<Option<Vec<KeyValue>>> {
+        // One call is one read transaction: one state of the file.
+        Ok(Some(self.scan(prefix, None, usize::MAX).await?.items))
+    }
+
     async fn watch_prefix(&self, prefix: &str) -> Result<WatchStream> {
         Ok(self.inner.hub.subscribe(prefix))
     }

@@ -15,6 +15,7 @@ mod index;
 mod kv;
 mod records;
 mod recovery;
+mod scans;
 mod streams;
 
 use streams::object;
@@ -33,6 +34,7 @@ use records::{
     wal_registry_finds_uncompacted_wal_objects, writer_snapshots_round_trip,
 };
 use recovery::recovery_is_claimed_once_after_the_member_is_gone;
+use scans::one_revision_scans_see_one_state;
 use streams::{
     commit_adds_removes_advances_and_indexes, open_stream_fences_the_previous_epoch,
     rejected_commits_change_nothing, trim_moves_the_start_forward_only,
@@ -118,6 +120,7 @@ conformance!(
     wal_registry_finds_uncompacted_wal_objects,
     recovery_is_claimed_once_after_the_member_is_gone,
     index_is_rebuilt_on_open_and_follows_other_writers,
+    one_revision_scans_see_one_state,
 );
 
 const WAIT: Duration = Duration::from_secs(10);
