@@ -98,6 +98,20 @@ pub struct StreamRecord {
     pub state: StreamState,
 }
 
+impl StreamRecord {
+    /// A new stream: closed, at epoch 0, with offsets 0..0 and no owner.
+    pub fn new(id: u64) -> Self {
+        StreamRecord {
+            id,
+            epoch: 0,
+            owner: None,
+            start_offset: 0,
+            end_offset: 0,
+            state: StreamState::Closed,
+        }
+    }
+}
+
 /// What an object holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -122,6 +122,14 @@ pub enum StreamError {
         /// The bytes the permit reserved.
         reserved: usize,
     },
+    /// A stream label longer than a stream manifest holds.
+    #[error("a {len}-byte stream label is over the manifest's limit of {max} bytes")]
+    LabelTooLong {
+        /// The label's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The node's WAL failed; appends are refused until the engine is reopened.
     #[error(transparent)]
     Wal(#[from] WalError),

@@ -1,7 +1,7 @@
 //! Rebuild from objects (docs/metadata-recovery.md, "Rebuild"): after the metadata is lost and an
 //! older snapshot restored, a rebuild from a listing of the store brings back every batch
-//! appended after the snapshot, from committed objects and from WAL objects alike, and reports
-//! what it cannot place.
+//! appended after the snapshot, from committed objects and from WAL objects alike, recreates
+//! streams created after it from their manifests, and reports what it cannot place.
 
 use std::sync::Arc;
 
@@ -56,9 +56,16 @@ async fn a_rebuild_after_a_restore_places_everything_appended_after_the_snapshot
     let c = first.create_stream().await.unwrap().id;
     let sc = first.open_stream(c).await.unwrap();
     append_n(&sc, 3).await;
+    let d = first
+        .create_stream_labelled(Bytes::from_static(b"bucket d"))
+        .await
+        .unwrap()
+        .id;
+    let sd = first.open_stream(d).await.unwrap();
+    append_n(&sd, 4).await;
     // Crash: no shutdown, no close; then the metadata is lost.
     first.abort();
-    drop((sa, sb, sc, first, lost));
+    drop((sa, sb, sc, sd, first, lost));
     storage
         .put(
             "data/00000000deadbeef",
@@ -81,7 +88,7 @@ async fn a_rebuild_after_a_restore_places_everything_appended_after_the_snapshot
     )
     .await
     .unwrap();
-    assert_eq!(dry.offsets_recovered, 30 + 14, "{dry:?}");
+    assert_eq!(dry.offsets_recovered, 30 + 14 + 8, "{dry:?}");
     assert_eq!(
         meta.get_stream(a).await.unwrap().unwrap().end_offset,
         20,
@@ -90,7 +97,7 @@ async fn a_rebuild_after_a_restore_places_everything_appended_after_the_snapshot
     let report = rebuild(&meta, &storage, &storage, &RebuildSettings::default())
         .await
         .unwrap();
-    assert_eq!(report.offsets_recovered, 30 + 14, "{report:?}");
+    assert_eq!(report.offsets_recovered, 30 + 14 + 8, "{report:?}");
     assert!(report.holes.is_empty(), "{report:?}");
     assert_eq!(
         report
@@ -107,7 +114,16 @@ async fn a_rebuild_after_a_restore_places_everything_appended_after_the_snapshot
             .map(|s| s.stream_id)
             .collect::<Vec<_>>(),
         [c],
-        "a stream created after the snapshot has no record to place its data in"
+        "a stream created after the snapshot without a manifest cannot be placed"
+    );
+    assert_eq!(
+        report
+            .recreated_streams
+            .iter()
+            .map(|s| (s.stream_id, s.label.as_str()))
+            .collect::<Vec<_>>(),
+        [(d, "bucket d")],
+        "one with a manifest is recreated"
     );
     assert!(!report.complete());
     assert!(report.wal_reservations_removed > 0);
@@ -119,6 +135,8 @@ async fn a_rebuild_after_a_restore_places_everything_appended_after_the_snapshot
     assert_eq!((sa.offsets().next, sb.offsets().next), (50, 14));
     assert_eq!(read_all(&sa, 0).await, expected(0, 50));
     assert_eq!(read_all(&sb, 0).await, expected(0, 14));
+    let sd = second.open_stream(d).await.unwrap();
+    assert_eq!(read_all(&sd, 0).await, expected(0, 8));
     append_n(&sa, 1).await;
     second.compact_now().await.unwrap();
     assert_eq!(read_all(&sa, 0).await, expected(0, 52));

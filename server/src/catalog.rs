@@ -20,6 +20,7 @@ use parking_lot::RwLock;
 use crate::cluster::OwnershipView;
 use crate::error::{ApiError, ApiResult};
 use crate::format::schema::JsonSchema;
+use crate::manifests::TableManifests;
 use crate::settings::LimitsSettings;
 
 /// The first schema id of a table.
@@ -135,6 +136,8 @@ pub struct Catalog {
     cache: RwLock<HashMap<String, Arc<TableInfo>>>,
     /// In a cluster: the live nodes a new table's buckets are spread over.
     ownership: Option<Arc<OwnershipView>>,
+    /// Where each table's manifest is kept, for a rebuild from objects.
+    manifests: Option<TableManifests>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -151,7 +154,14 @@ impl Catalog {
             limits,
             cache: RwLock::new(HashMap::new()),
             ownership: None,
+            manifests: None,
         }
+    }
+
+    /// Keeps a manifest of each table in `manifests` (docs/metadata-recovery.md, "Manifests").
+    pub fn with_manifests(mut self, manifests: TableManifests) -> Self {
+        self.manifests = Some(manifests);
+        self
     }
 
     /// In a cluster, a new table's buckets are assigned over `view`'s live nodes as the table
@@ -253,18 +263,27 @@ impl Catalog {
             Some(view) => spread(&record, view),
             None => Vec::new(),
         };
-        match self
+        // The manifest first: a table the metadata holds always has one.
+        if let Some(manifests) = &self.manifests {
+            manifests.put(&record).await?;
+        }
+        let created = self
             .metadata
             .create_table_assigned(&record, &assignments)
-            .await
-        {
-            Ok(()) => {}
-            Err(e) if e.kind() == mink_metadata::ErrorKind::Conflict => {
-                return Err(ApiError::TableExists {
-                    table: name.to_owned(),
-                });
+            .await;
+        if let Err(e) = created {
+            if let Some(manifests) = &self.manifests
+                && let Err(left) = manifests.delete(&record).await
+            {
+                tracing::warn!(table = name, error = %left, "a failed create left its manifest");
             }
-            Err(e) => return Err(e.into()),
+            return Err(if e.kind() == mink_metadata::ErrorKind::Conflict {
+                ApiError::TableExists {
+                    table: name.to_owned(),
+                }
+            } else {
+                e.into()
+            });
         }
         if let Some(view) = &self.ownership {
             // Routed at once on this node, before the watch brings the writes back.
@@ -297,6 +316,10 @@ impl Catalog {
         if let Some((id, latest)) = record.schemas.iter().next_back()
             && *latest == text
         {
+            // A retry after a manifest write failed: the manifest catches up here.
+            if let Some(manifests) = &self.manifests {
+                manifests.follow(&self.metadata, &record).await?;
+            }
             return Ok(*id);
         }
         let max = self.limits.max_schema_versions;
@@ -323,6 +346,9 @@ impl Catalog {
             });
         }
         let updated = self.metadata.add_schema(name, next, &text).await?;
+        if let Some(manifests) = &self.manifests {
+            manifests.follow(&self.metadata, &updated).await?;
+        }
         // Another node may have added versions meanwhile: take them all.
         for (id, text) in &updated.schemas {
             let id16 = schema_id(*id)?;
@@ -346,6 +372,9 @@ impl Catalog {
             check_retention(policy)?;
         }
         let updated = self.metadata.set_table_retention(name, retention).await?;
+        if let Some(manifests) = &self.manifests {
+            manifests.follow(&self.metadata, &updated).await?;
+        }
         if updated.incarnation == info.record.read().incarnation {
             *info.record.write() = updated.clone();
         } else {
@@ -362,6 +391,15 @@ impl Catalog {
             .is_some_and(|info| info.record.read().incarnation == dropped.incarnation)
         {
             cache.remove(&dropped.name);
+        }
+    }
+
+    /// Deletes the manifest of `dropped`'s incarnation (first of the steps that destroy a
+    /// dropped table).
+    pub async fn delete_manifest(&self, dropped: &TableRecord) -> ApiResult<()> {
+        match &self.manifests {
+            Some(manifests) => manifests.delete(dropped).await,
+            None => Ok(()),
         }
     }
 

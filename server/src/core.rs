@@ -26,6 +26,7 @@ use crate::catalog::{Catalog, TableInfo};
 use crate::cluster::{OwnershipView, Route};
 use crate::error::{ApiError, ApiResult};
 use crate::latency::Latencies;
+use crate::manifests::TableManifests;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::settings::Settings;
@@ -78,7 +79,8 @@ impl NodeCore {
     ) -> Self {
         let metrics = Arc::new(Metrics::with_latencies(Some(engine.clone()), latencies));
         NodeCore {
-            catalog: Catalog::new(metadata.clone(), settings.limits.clone()),
+            catalog: Catalog::new(metadata.clone(), settings.limits.clone())
+                .with_manifests(TableManifests::new(engine.data_storage().clone())),
             logs: Logs::new(provider),
             budget: Budget::new(settings.http.max_inflight_request_bytes, metrics.clone()),
             metrics,
@@ -394,6 +396,8 @@ impl NodeCore {
 
     /// Destroys the logs of a dropped table's incarnation, then its tombstone.
     async fn destroy_dropped(&self, dropped: &TableRecord) -> ApiResult<()> {
+        // The manifest first: a rebuild must not bring the table back.
+        self.catalog.delete_manifest(dropped).await?;
         self.logs.destroy_table(dropped).await?;
         self.metadata.delete_tombstone(dropped).await?;
         tracing::info!(

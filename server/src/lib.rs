@@ -33,6 +33,7 @@ mod flight;
 pub mod format;
 mod http;
 pub mod latency;
+pub mod manifests;
 pub mod metrics;
 pub mod node;
 pub mod readiness;

@@ -386,6 +386,12 @@ impl Collector for EngineCollector {
         )?;
         counter(
             &mut encoder,
+            "stream_manifest_failures",
+            "Streams created without their manifest (its PUT failed): a rebuild from objects places their data only from a metadata snapshot taken after they were created",
+            &engine.manifest_failures,
+        )?;
+        counter(
+            &mut encoder,
             "wal_objects_adopted",
             "WAL objects committed as stream-set objects as they are (written once)",
             &engine.wal_objects_adopted,

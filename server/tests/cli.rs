@@ -344,6 +344,9 @@ async fn backup_and_restore_bring_the_tables_back_after_the_metadata_is_lost() {
     let cli = Cli { url: later.url() };
     tokio::task::spawn_blocking(move || {
         cli.ok_with(&["append", "t"], ndjson(50..80).as_bytes());
+        // A table the backup does not know of at all.
+        cli.json(&["tables", "create", "u", "--schema", "id:int64!,msg:utf8"]);
+        cli.ok_with(&["append", "u"], ndjson(0..7).as_bytes());
     })
     .await
     .expect("writes");
@@ -378,10 +381,17 @@ async fn backup_and_restore_bring_the_tables_back_after_the_metadata_is_lost() {
         serde_json::from_slice::<Value>(&out.stdout).expect("json")
     };
     let dry = rebuild(&["rebuild", "--dry-run"]);
-    assert_eq!(dry["offsets_recovered"], 30, "{dry}");
+    // A dry run recreates no table, so the new table's stream is only reported.
+    assert_eq!(dry["offsets_recovered"], 30 + 7, "{dry}");
     let rebuilt = rebuild(&["rebuild"]);
-    assert_eq!(rebuilt["offsets_recovered"], 30, "{rebuilt}");
+    assert_eq!(rebuilt["offsets_recovered"], 30 + 7, "{rebuilt}");
     assert_eq!(rebuilt["complete"], true, "{rebuilt}");
+    assert_eq!(
+        rebuilt["tables"]["created"],
+        serde_json::json!(["u"]),
+        "{rebuilt}"
+    );
+    assert_eq!(rebuilt["tablets"]["registered"], 1, "{rebuilt}");
 
     let second = node(dir.path(), None).await;
     let cli = Cli { url: second.url() };
@@ -396,6 +406,8 @@ async fn backup_and_restore_bring_the_tables_back_after_the_metadata_is_lost() {
             })
             .collect();
         assert_eq!(ids, (0..80).collect::<Vec<_>>());
+        let rows = cli.ok(&["read", "u"]);
+        assert_eq!(rows.lines().count(), 7, "{rows}");
         let acked: Value =
             serde_json::from_str(&cli.ok_with(&["append", "t"], ndjson(80..81).as_bytes()))
                 .expect("json");

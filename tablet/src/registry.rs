@@ -14,8 +14,16 @@
 //!
 //! The entry is created with a compare-on-absent, so two nodes creating the same tablet at once agree
 //! on one stream; the loser deletes the stream it created.
+//!
+//! Each tablet's stream is created with a manifest on the object store whose label is the
+//! tablet's identity ([`TabletId::label`], JSON `{"tablet": {"table", "incarnation",
+//! "partition", "bucket"}}`), so a rebuild from objects after the metadata was lost can write
+//! the entry back ([`adopt`]; docs/metadata-recovery.md, "Manifests").
 
 use std::fmt;
+
+use mink_metadata::{Compare, MetaKv, Op, Txn};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TabletError};
 
@@ -106,6 +114,91 @@ impl fmt::Display for TabletId {
     }
 }
 
+/// A tablet's identity as a stream manifest's label holds it.
+#[derive(Serialize, Deserialize)]
+struct Label {
+    tablet: LabelId,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LabelId {
+    table: String,
+    incarnation: u64,
+    partition: String,
+    bucket: u32,
+}
+
+impl TabletId {
+    /// The label of this tablet's stream manifest.
+    pub fn label(&self) -> bytes::Bytes {
+        let label = Label {
+            tablet: LabelId {
+                table: self.table.clone(),
+                incarnation: self.incarnation,
+                partition: self.partition.clone(),
+                bucket: self.bucket,
+            },
+        };
+        bytes::Bytes::from(serde_json::to_vec(&label).unwrap_or_default())
+    }
+
+    /// The tablet a stream manifest's label names, if it names one.
+    pub fn from_label(label: &[u8]) -> Option<TabletId> {
+        let Label { tablet } = serde_json::from_slice(label).ok()?;
+        let id = TabletId::new(tablet.table, tablet.partition, tablet.bucket)
+            .with_incarnation(tablet.incarnation);
+        id.check().ok().map(|()| id)
+    }
+}
+
+/// What [`adopt`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adopted {
+    /// The entry was written.
+    Registered,
+    /// The entry already named this stream.
+    Already,
+    /// The entry names another stream (left as it is).
+    Other(u64),
+}
+
+/// Writes `id`'s registry entry naming `stream_id` unless it has one: what a rebuild from
+/// objects does for a stream it recreated from its manifest.
+pub async fn adopt(kv: &dyn MetaKv, id: &TabletId, stream_id: u64) -> Result<Adopted> {
+    id.check()?;
+    let key = id.registry_key();
+    let name = id.to_string();
+    let meta = |e| TabletError::metadata(&name, "adopt a stream into the tablet registry", e);
+    let outcome = kv
+        .txn(Txn {
+            compares: vec![Compare::absent(&key)],
+            on_success: vec![Op::put(&key, encode(stream_id))],
+        })
+        .await
+        .map_err(meta)?;
+    if outcome.succeeded {
+        return Ok(Adopted::Registered);
+    }
+    let Some(current) = kv.get(&key).await.map_err(meta)? else {
+        return Err(TabletError::metadata(
+            &name,
+            "adopt a stream into the tablet registry",
+            mink_metadata::MetaError::Contended {
+                operation: "adopt a stream",
+                key,
+                attempts: 1,
+            },
+        ));
+    };
+    let current = decode(&key, &current.value)?;
+    Ok(if current == stream_id {
+        Adopted::Already
+    } else {
+        Adopted::Other(current)
+    })
+}
+
 /// Encodes a registry value.
 pub(crate) fn encode(stream_id: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(LEN);
@@ -155,6 +248,19 @@ pub fn decode(key: &str, raw: &[u8]) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_round_trip_and_others_name_no_tablet() {
+        let id = TabletId::new("t", "p=1", 7).with_incarnation(3);
+        assert_eq!(TabletId::from_label(&id.label()), Some(id));
+        for other in [
+            &b"{}"[..],
+            b"not json",
+            br#"{"tablet":{"table":"a/b","incarnation":0,"partition":"p","bucket":0}}"#,
+        ] {
+            assert_eq!(TabletId::from_label(other), None);
+        }
+    }
 
     #[test]
     fn registry_values_round_trip_and_corruption_is_an_error() {

@@ -41,6 +41,19 @@ pub const SNAPSHOT: &str = "snapshot.bin";
 /// When the snapshot fixture says it was taken (2026-01-01T00:00:00Z).
 pub const SNAPSHOT_TAKEN_AT_MS: i64 = 1_767_225_600_000;
 
+/// The stream manifest fixture.
+pub const MANIFEST: &str = "manifest.bin";
+
+/// What the stream manifest fixture holds: stream 7, labelled as bucket 3 of [`TABLE`]'s
+/// incarnation 1 (a tablet's label).
+pub fn manifest() -> mink_s3stream::format::manifest::StreamManifest {
+    let tablet = mink_tablet::TabletId::new(TABLE, "default", 3).with_incarnation(1);
+    mink_s3stream::format::manifest::StreamManifest {
+        stream_id: 7,
+        label: tablet.label(),
+    }
+}
+
 /// The create request of [`TABLE`].
 pub fn table_request() -> Value {
     json!({"name": TABLE, "buckets": 2, "schema": {"fields": [

@@ -244,3 +244,21 @@ async fn a_metadata_snapshot_of_version_1_decodes_encodes_the_same_and_restores(
     );
     assert!(meta.list_streams().await.unwrap().len() >= 2);
 }
+
+#[test]
+fn a_stream_manifest_of_version_1_decodes_and_encodes_the_same() {
+    use mink_s3stream::format::manifest::StreamManifest;
+    let stored = read(fixtures::MANIFEST);
+    let manifest = StreamManifest::decode(&stored).unwrap();
+    assert_eq!(manifest, fixtures::manifest());
+    assert_eq!(
+        manifest.encode(),
+        stored,
+        "the manifest encoder's output changed"
+    );
+    let tablet = mink_tablet::TabletId::from_label(&manifest.label).expect("a tablet's label");
+    assert_eq!(
+        (tablet.table.as_str(), tablet.bucket, tablet.incarnation),
+        (fixtures::TABLE, 3, 1)
+    );
+}

@@ -18,14 +18,7 @@ impl Metadata {
     /// Creates a new, closed stream at epoch 0 with offsets 0..0.
     pub async fn create_stream(&self) -> Result<StreamRecord> {
         let id = self.stream_ids.next().await?;
-        let record = StreamRecord {
-            id,
-            epoch: 0,
-            owner: None,
-            start_offset: 0,
-            end_offset: 0,
-            state: StreamState::Closed,
-        };
+        let record = StreamRecord::new(id);
         self.create_record(&keys::stream(id), &record, "stream", id.to_string())
             .await?;
         Ok(record)

@@ -34,4 +34,6 @@ pub struct EngineMetrics {
     pub object_bytes_read: AtomicU64,
     /// Batches replayed from the WAL at recovery.
     pub recovered_batches: AtomicU64,
+    /// Stream manifests that could not be written (the stream was created without one).
+    pub manifest_failures: AtomicU64,
 }

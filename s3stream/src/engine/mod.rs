@@ -29,6 +29,7 @@ mod compaction;
 mod footprint;
 mod lock;
 mod log_cache;
+mod manifests;
 mod metrics;
 mod open_stream;
 mod reader;
@@ -42,6 +43,7 @@ use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use mink_cache::{CacheMetrics, Caches};
 use mink_metadata::{Metadata, StreamRecord};
 use mink_runtime::{Clock, SystemClock};
@@ -60,6 +62,7 @@ use self::shared::{EngineShared, units};
 use self::stream::Stream;
 use crate::error::{Result, StreamError};
 use crate::failpoints::Failpoints;
+use crate::format::manifest::{MAX_LABEL_LEN, StreamManifest};
 use crate::storage::ObjectStorage;
 use crate::wal::{self, AckFence, WalIdError, WalIdSource, WalWriter};
 
@@ -341,9 +344,46 @@ impl Engine {
         &self.shared.metadata
     }
 
+    /// The store committed objects (and stream manifests) go to.
+    pub fn data_storage(&self) -> &Arc<dyn ObjectStorage> {
+        &self.shared.data_storage
+    }
+
     /// Creates a new stream (not yet open).
     pub async fn create_stream(&self) -> Result<StreamRecord> {
         Ok(self.shared.metadata.create_stream().await?)
+    }
+
+    /// Creates a new stream (not yet open) and writes its manifest to the data store: `label`
+    /// (at most [`MAX_LABEL_LEN`](crate::format::manifest::MAX_LABEL_LEN) bytes, opaque here)
+    /// says what the stream is for, so that a rebuild from objects can recreate the stream if
+    /// the metadata loses it. A manifest PUT that fails (after the store's own retries) does
+    /// not fail the creation: reads and appends need no manifest. It is logged and counted
+    /// ([`EngineMetrics::manifest_failures`]), and such a stream is placed by a rebuild only from
+    /// a metadata snapshot taken after its creation.
+    pub async fn create_stream_labelled(&self, label: Bytes) -> Result<StreamRecord> {
+        if label.len() > MAX_LABEL_LEN {
+            return Err(StreamError::LabelTooLong {
+                len: label.len(),
+                max: MAX_LABEL_LEN,
+            });
+        }
+        let record = self.create_stream().await?;
+        manifests::write(
+            &self.shared,
+            &StreamManifest {
+                stream_id: record.id,
+                label,
+            },
+        )
+        .await;
+        Ok(record)
+    }
+
+    /// Deletes the manifest of stream `id` (a destroyed stream's), if there is one. A failure
+    /// leaves a manifest of a deleted stream, which a rebuild skips.
+    pub async fn delete_manifest(&self, id: u64) -> Result<()> {
+        manifests::delete(&self.shared, id).await
     }
 
     /// Opens stream `id` on this node with a new epoch, fencing every older owner (with

@@ -22,6 +22,9 @@ pub struct EngineSettings {
     pub wal_prefix: String,
     /// Key prefix of committed objects in the data store. Default `data/`.
     pub data_prefix: String,
+    /// Key prefix of stream manifests in the data store (one per stream created with a label,
+    /// for a rebuild from objects). Default `manifests/streams/`.
+    pub manifest_prefix: String,
     /// WAL ids reserved per metadata round trip. Default 4096.
     pub wal_id_block: u64,
     /// Bytes appended on this node but not yet compacted, beyond which appends wait
@@ -40,6 +43,7 @@ impl Default for EngineSettings {
             cache: CacheSettings::default(),
             wal_prefix: "wal/".to_owned(),
             data_prefix: "data/".to_owned(),
+            manifest_prefix: "manifests/streams/".to_owned(),
             wal_id_block: 4096,
             max_uncompacted_bytes: 512 << 20,
             backpressure_timeout: Duration::from_secs(30),

@@ -541,6 +541,10 @@ impl Stream {
         let (state, engine) = (&self.state, &self.engine);
         state.close_appends();
         engine.metadata.delete_stream(state.id, state.epoch).await?;
+        if let Err(e) = super::manifests::delete(engine, state.id).await {
+            // A manifest of a deleted stream is skipped by a rebuild.
+            tracing::warn!(stream = state.id, error = %e, "could not delete the stream's manifest");
+        }
         engine.forget(state.id);
         lock(&state.log).remove_below(u64::MAX);
         engine.caches.tail.remove_stream(state.id);

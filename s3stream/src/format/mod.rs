@@ -4,12 +4,15 @@
 //!   a CRC32C, then an index and a footer. Stream-set and stream objects share it.
 //! - [`wal`]: WAL objects (version 2): the committed-object layout with a WAL section of
 //!   per-block epochs ending in `MKWL`, so a WAL object can be committed as it is.
+//! - [`manifest`]: stream manifests (`MKSM`, version 1): which stream a label names, written
+//!   once per stream, for a rebuild from objects.
 //! - `le`: the bounds-checked little-endian reads both decoders use; `parts`: bytes held as
 //!   slices of cache pages, read in place.
 //!
 //! Decoders take untrusted bytes: they check every length and never panic.
 
 mod le;
+pub mod manifest;
 pub mod object;
 mod parts;
 pub mod wal;

@@ -3,14 +3,16 @@
 //! does not know, and put back the object records and stream ends that place them
 //! (docs/metadata-recovery.md, "Rebuild"). Run while no node runs on the stores.
 //!
-//! - `scan.rs`: the listing and the reads of indexes;
+//! - `scan.rs`: the listing, the reads of indexes and of stream manifests;
 //! - `place.rs`: the rules that choose, per stream, which found blocks extend its chain.
 //!
 //! Records whose objects are gone are removed; every WAL reservation is removed, since what the
 //! WALs hold is placed here (a WAL object placed becomes a stream-set object, as compaction
-//! adopts one). What could not be placed is reported: streams the metadata has no record of
-//! (created after the snapshot), offsets no object holds, objects that did not decode, objects
-//! that hold nothing placed (superseded, fenced, or of unknown streams; left on the store).
+//! adopts one). A stream the metadata has no record of but whose manifest is on the store
+//! (created after the snapshot) is recreated and placed; the caller maps its manifest's label
+//! back to what the stream is for. What could not be placed is reported: streams with neither
+//! record nor manifest, offsets no object holds, objects or manifests that did not decode,
+//! objects that hold nothing placed (superseded, fenced, or of unknown streams).
 
 mod place;
 mod scan;
@@ -22,6 +24,7 @@ use mink_metadata::{Metadata, RebuildChanges, StreamRecord};
 use serde::Serialize;
 
 pub use place::Hole;
+pub use scan::read_manifests;
 
 use crate::error::Result;
 use crate::storage::ObjectStorage;
@@ -33,6 +36,8 @@ pub struct RebuildSettings {
     pub wal_prefix: String,
     /// Key prefix of committed objects (the engine's `data_prefix`).
     pub data_prefix: String,
+    /// Key prefix of stream manifests on the data store (the engine's `manifest_prefix`).
+    pub manifest_prefix: String,
     /// Objects read at once. Default 16.
     pub concurrency: usize,
     /// Work out and report the changes without writing them.
@@ -48,11 +53,21 @@ impl Default for RebuildSettings {
         RebuildSettings {
             wal_prefix: "wal/".to_owned(),
             data_prefix: "data/".to_owned(),
+            manifest_prefix: "manifests/streams/".to_owned(),
             concurrency: 16,
             dry_run: false,
             delete_unplaced: false,
         }
     }
+}
+
+/// A stream the metadata had no record of, recreated from its manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecreatedStream {
+    /// The stream id.
+    pub stream_id: u64,
+    /// Its manifest's label (lossy UTF-8), which says what the stream is for.
+    pub label: String,
 }
 
 /// A stream the metadata has no record of, found in objects.
@@ -95,8 +110,11 @@ pub struct RebuildReport {
     pub bytes_unplaced: u64,
     /// Of those, objects deleted (`delete_unplaced` after a complete rebuild).
     pub objects_deleted: usize,
-    /// Streams found in objects with no stream record (created after the snapshot): their
-    /// data cannot be placed.
+    /// Streams found in objects with no stream record but with a manifest: recreated (closed,
+    /// at the highest epoch seen) and placed like the others.
+    pub recreated_streams: Vec<RecreatedStream>,
+    /// Streams found in objects with neither a stream record nor a manifest: their data cannot
+    /// be placed.
     pub unknown_streams: Vec<UnknownStream>,
     /// Offsets no object holds.
     pub holes: Vec<Hole>,
@@ -106,6 +124,9 @@ pub struct RebuildReport {
     pub corrupt: Vec<(String, String)>,
     /// Whether the changes were only worked out, not written.
     pub dry_run: bool,
+    /// Every stream manifest read, for the caller to map labels back to what streams are for.
+    #[serde(skip)]
+    pub manifests: Vec<crate::format::manifest::StreamManifest>,
 }
 
 impl RebuildReport {
@@ -128,12 +149,15 @@ pub async fn rebuild(
         ..RebuildReport::default()
     };
     let records = metadata.list_objects().await?;
-    let streams: BTreeMap<u64, StreamRecord> = metadata
+    let mut streams: BTreeMap<u64, StreamRecord> = metadata
         .list_streams()
         .await?
         .into_iter()
         .map(|s| (s.id, s))
         .collect();
+    let (manifests, bad_manifests) =
+        read_manifests(data_store, &settings.manifest_prefix, settings.concurrency).await?;
+    report.corrupt.extend(bad_manifests);
     let listing = scan::list(
         wal_store,
         data_store,
@@ -172,6 +196,23 @@ pub async fn rebuild(
         read = found.len(),
         "rebuild: placing the objects the metadata does not know"
     );
+    // Streams in objects the metadata has no record of, but a manifest names: recreated empty
+    // and closed, then placed like every other.
+    let in_objects: HashSet<u64> = found
+        .iter()
+        .flat_map(|f| f.blocks.iter().map(|(b, _)| b.stream_id))
+        .collect();
+    for manifest in &manifests {
+        let id = manifest.stream_id;
+        if in_objects.contains(&id) && !streams.contains_key(&id) {
+            streams.insert(id, StreamRecord::new(id));
+            report.recreated_streams.push(RecreatedStream {
+                stream_id: id,
+                label: String::from_utf8_lossy(&manifest.label).into_owned(),
+            });
+        }
+    }
+    report.manifests = manifests;
     let placement = place::place(&streams, &known, &found);
     let mut ids = Vec::with_capacity(placement.ranges.len());
     if !settings.dry_run {

@@ -10,6 +10,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 
 use super::place::FoundObject;
 use crate::error::{Result, StreamError};
+use crate::format::manifest::StreamManifest;
 use crate::format::object::{self, FOOTER_LEN};
 use crate::format::wal;
 use crate::storage::{ObjectMeta, ObjectStorage};
@@ -194,4 +195,41 @@ pub(crate) fn keys(listing: &Listing) -> HashSet<&str> {
         .iter()
         .map(|l| l.meta.key.as_str())
         .collect()
+}
+
+/// Every stream manifest under `prefix` on `store` (`concurrency` read at once), and the keys of
+/// those that did not decode, with why.
+pub async fn read_manifests(
+    store: &Arc<dyn ObjectStorage>,
+    prefix: &str,
+    concurrency: usize,
+) -> Result<(Vec<StreamManifest>, Vec<(String, String)>)> {
+    let listed = store
+        .list(prefix)
+        .await
+        .map_err(|e| StreamError::Storage(Arc::new(e)))?;
+    let read: Vec<Option<(String, std::result::Result<StreamManifest, String>)>> =
+        stream::iter(listed)
+            .map(|meta| async move {
+                match store.get(&meta.key).await {
+                    Ok(bytes) => Ok(Some((
+                        meta.key,
+                        StreamManifest::decode(&bytes).map_err(|e| e.to_string()),
+                    ))),
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(StreamError::Storage(Arc::new(e))),
+                }
+            })
+            .buffered(concurrency.max(1))
+            .try_collect()
+            .await?;
+    let mut manifests = Vec::new();
+    let mut corrupt = Vec::new();
+    for (key, manifest) in read.into_iter().flatten() {
+        match manifest {
+            Ok(m) => manifests.push(m),
+            Err(why) => corrupt.push((key, why)),
+        }
+    }
+    Ok((manifests, corrupt))
 }

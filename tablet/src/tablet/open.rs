@@ -130,6 +130,10 @@ impl TabletBuilder {
                     .await
                     .map_err(|e| TabletError::stream(name, "destroy", e))?;
             }
+            if let Err(e) = engine.delete_manifest(stream_id).await {
+                // A manifest of a deleted stream is skipped by a rebuild.
+                tracing::warn!(tablet = name, stream = stream_id, error = %e, "could not delete the stream's manifest");
+            }
         }
         metadata
             .delete_writer_snapshot(&self.id.table_segment(), &self.id.partition, self.id.bucket)
@@ -236,8 +240,9 @@ async fn register(
     mode: Mode,
     mut guard: Option<u64>,
 ) -> Result<u64> {
+    // With a manifest naming the tablet, for a rebuild from objects.
     let record = engine
-        .create_stream()
+        .create_stream_labelled(id.label())
         .await
         .map_err(|e| TabletError::stream(name, "create", e))?;
     let kv = engine.metadata().kv();

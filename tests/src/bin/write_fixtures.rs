@@ -3,7 +3,8 @@
 //! format version; the fixtures are then committed and read back by every later build
 //! (`tests/tests/formats.rs`). Refuses to overwrite existing fixtures without `--force`;
 //! `--add-missing` writes only the fixtures of formats added since (`snapshot.bin`, a metadata
-//! snapshot of the `clean` history, from its committed `meta.redb`), leaving the rest as they are.
+//! snapshot of the `clean` history, from its committed `meta.redb`; `manifest.bin`, a stream
+//! manifest), leaving the rest as they are.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -147,6 +148,16 @@ async fn snapshot(out: &Path) -> Result<(), Error> {
     write(&path, &taken?.encode())
 }
 
+/// The fixtures of formats added after the first set, each written only when missing.
+async fn add_missing(out: &Path) -> Result<(), Error> {
+    snapshot(out).await?;
+    let manifest = out.join(fixtures::MANIFEST);
+    if !manifest.exists() {
+        write(&manifest, &fixtures::manifest().encode())?;
+    }
+    Ok(())
+}
+
 async fn run(force: bool) -> Result<(), Error> {
     let out = fixtures::dir();
     if out.exists() && !force {
@@ -168,15 +179,14 @@ async fn run(force: bool) -> Result<(), Error> {
     write(&out.join("object.bin"), &builder.finish().0)?;
     history(&out.join("clean"), false).await?;
     history(&out.join("crashed"), true).await?;
-    snapshot(&out).await?;
-    Ok(())
+    add_missing(&out).await
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let force = std::env::args().any(|a| a == "--force");
     let outcome = if std::env::args().any(|a| a == "--add-missing") {
-        snapshot(&fixtures::dir()).await
+        add_missing(&fixtures::dir()).await
     } else {
         run(force).await
     };

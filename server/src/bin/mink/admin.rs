@@ -13,6 +13,7 @@ use mink_metadata::snapshot::MetaSnapshot;
 use mink_metadata::{MetaKvExt, Metadata, MetadataOptions};
 use mink_s3stream::rebuild::{RebuildReport, RebuildSettings};
 use mink_server::NodeBuilder;
+use mink_server::manifests::{TablesRestored, TabletsAdopted, adopt_tablets, restore_tables};
 use serde_json::json;
 
 use crate::client::CliResult;
@@ -216,6 +217,7 @@ async fn rebuild(out: Output, args: RebuildArgs) -> CliResult<()> {
     let settings = RebuildSettings {
         wal_prefix: engine.wal_prefix.clone(),
         data_prefix: engine.data_prefix.clone(),
+        manifest_prefix: engine.manifest_prefix.clone(),
         concurrency: args.concurrency,
         dry_run: args.dry_run,
         delete_unplaced: args.delete_unplaced,
@@ -228,14 +230,40 @@ async fn rebuild(out: Output, args: RebuildArgs) -> CliResult<()> {
         .await
         .map_err(|e| format!("opening the metadata: {e}"))?;
     let started = std::time::Instant::now();
+    // Tables first (a table created or changed after the snapshot), then the streams and
+    // objects, then the tablets the recreated streams belong to.
+    let tables = if args.dry_run {
+        TablesRestored::default()
+    } else {
+        restore_tables(&metadata, data).await?
+    };
     let report = mink_s3stream::rebuild::rebuild(&metadata, wal, data, &settings)
         .await
         .map_err(|e| format!("rebuild: {e}"))?;
+    let tablets = if args.dry_run {
+        TabletsAdopted::default()
+    } else {
+        adopt_tablets(&metadata, &report.manifests).await?
+    };
     let seconds = started.elapsed().as_secs_f64();
     let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
     value["seconds"] = json!(seconds);
-    value["complete"] = json!(report.complete());
-    out.say(|| rebuild_text(&report, seconds), &value)
+    value["complete"] = json!(report.complete() && tables.corrupt.is_empty());
+    value["tables"] = serde_json::to_value(&tables).map_err(|e| e.to_string())?;
+    value["tablets"] = serde_json::to_value(&tablets).map_err(|e| e.to_string())?;
+    out.say(
+        || {
+            format!(
+                "{}\ntables from manifests: {} created, {} updated, {} replaced by a later incarnation; tablets registered from stream manifests: {}",
+                rebuild_text(&report, seconds),
+                tables.created.len(),
+                tables.updated.len(),
+                tables.replaced.len(),
+                tablets.registered
+            )
+        },
+        &value,
+    )
 }
 
 fn rebuild_text(report: &RebuildReport, seconds: f64) -> String {
@@ -264,9 +292,15 @@ fn rebuild_text(report: &RebuildReport, seconds: f64) -> String {
             }
         ));
     }
+    for s in &report.recreated_streams {
+        text.push_str(&format!(
+            "\nstream {} recreated from its manifest ({})",
+            s.stream_id, s.label
+        ));
+    }
     for s in &report.unknown_streams {
         text.push_str(&format!(
-            "\nnot placed: stream {} has no record (created after the snapshot): {} blocks, {}",
+            "\nnot placed: stream {} has neither a record nor a manifest: {} blocks, {}",
             s.stream_id,
             s.blocks,
             bytes(s.bytes)
