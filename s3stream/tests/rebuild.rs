@@ -157,3 +157,47 @@ async fn a_rebuild_after_a_restore_places_everything_appended_after_the_snapshot
         "{again:?}"
     );
 }
+
+/// With WAL objects on a store of their own, the WAL objects a rebuild places are copied to the
+/// data store, where committed objects are read from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placed_wal_objects_move_to_a_separate_data_store() {
+    let wal: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+    let data: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());
+    let open = |kv: Arc<dyn MetaKv>| {
+        let (wal, data) = (wal.clone(), data.clone());
+        async move {
+            Engine::builder()
+                .node("n1")
+                .wal_storage(wal)
+                .data_storage(data)
+                .metadata(metadata(&kv).await)
+                .settings(manual())
+                .open()
+                .await
+                .unwrap()
+        }
+    };
+    let lost: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+    let first = open(lost.clone()).await;
+    let a = first.create_stream().await.unwrap().id;
+    let snapshot = MetaSnapshot::take(lost.as_ref(), 1).await.unwrap();
+    let sa = first.open_stream(a).await.unwrap();
+    append_n(&sa, 6).await;
+    first.abort();
+    drop((sa, first, lost));
+
+    let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+    snapshot.restore(kv.as_ref(), false).await.unwrap();
+    let meta = metadata(&kv).await;
+    let report = rebuild(&meta, &wal, &data, &RebuildSettings::default())
+        .await
+        .unwrap();
+    drop(meta);
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(report.offsets_recovered, 12);
+    assert!(report.wal_objects_copied > 0, "{report:?}");
+    let second = open(kv).await;
+    let sa = second.open_stream(a).await.unwrap();
+    assert_eq!(read_all(&sa, 0).await, expected(0, 12));
+}

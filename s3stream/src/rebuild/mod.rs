@@ -104,6 +104,8 @@ pub struct RebuildReport {
     pub offsets_recovered: u64,
     /// WAL reservations removed.
     pub wal_reservations_removed: usize,
+    /// Placed WAL objects copied from a WAL store of their own to the data store.
+    pub wal_objects_copied: usize,
     /// Objects read that hold nothing placed (left on the store unless deleted).
     pub objects_unplaced: usize,
     /// Their bytes.
@@ -256,6 +258,20 @@ pub async fn rebuild(
     if settings.dry_run {
         return Ok(report);
     }
+    let mut put_objects = put_objects;
+    if !std::ptr::addr_eq(Arc::as_ptr(wal_store), Arc::as_ptr(data_store)) {
+        // Committed objects are read from the data store: a placed WAL object on a WAL store of
+        // its own is copied there first (as compaction rewrites instead of adopting then).
+        report.wal_objects_copied = copy_wal_objects(
+            &found,
+            &placement,
+            &mut put_objects,
+            wal_store,
+            data_store,
+            settings,
+        )
+        .await?;
+    }
     let changes = RebuildChanges {
         put_objects,
         remove_objects: gone.iter().map(|r| r.id).collect(),
@@ -274,4 +290,30 @@ pub async fn rebuild(
         report.objects_deleted = wal_garbage.len() + data_garbage.len();
     }
     Ok(report)
+}
+
+/// Copies each placed WAL object to `{data_prefix}{record id}` on the data store and points its
+/// record there; returns how many.
+async fn copy_wal_objects(
+    found: &[place::FoundObject],
+    placement: &place::Placement,
+    records: &mut [mink_metadata::ObjectRecord],
+    wal_store: &Arc<dyn ObjectStorage>,
+    data_store: &Arc<dyn ObjectStorage>,
+    settings: &RebuildSettings,
+) -> Result<usize> {
+    let storage = |e| crate::error::StreamError::Storage(Arc::new(e));
+    let mut copied = 0;
+    // `records` are in the order of `placement.ranges` (see `place::records`).
+    for (record, object) in records.iter_mut().zip(placement.ranges.keys()) {
+        if !found[*object].wal {
+            continue;
+        }
+        let bytes = wal_store.get(&record.key).await.map_err(storage)?;
+        let key = format!("{}{:016x}", settings.data_prefix, record.id);
+        data_store.put(&key, bytes).await.map_err(storage)?;
+        record.key = key;
+        copied += 1;
+    }
+    Ok(copied)
 }
