@@ -386,6 +386,12 @@ impl Collector for EngineCollector {
         )?;
         counter(
             &mut encoder,
+            "orphan_objects_deleted",
+            "Committed objects no record named (left by a crash or a failed commit), deleted by the orphan sweep",
+            &engine.orphans_deleted,
+        )?;
+        counter(
+            &mut encoder,
             "stream_manifest_failures",
             "Streams created without their manifest (its PUT failed): a rebuild from objects places their data only from a metadata snapshot taken after they were created",
             &engine.manifest_failures,

@@ -36,4 +36,6 @@ pub struct EngineMetrics {
     pub recovered_batches: AtomicU64,
     /// Stream manifests that could not be written (the stream was created without one).
     pub manifest_failures: AtomicU64,
+    /// Committed objects no record named, deleted by the orphan sweep.
+    pub orphans_deleted: AtomicU64,
 }

@@ -18,3 +18,9 @@ mod parts;
 pub mod wal;
 
 pub use le::Truncated;
+
+/// Whether `name` (a key with its prefix taken off) names an object as the WAL and the
+/// compactor name them: its id as 16 hex digits.
+pub(crate) fn is_object_name(name: &str) -> bool {
+    name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}

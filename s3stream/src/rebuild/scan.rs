@@ -10,6 +10,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 
 use super::place::FoundObject;
 use crate::error::{Result, StreamError};
+use crate::format::is_object_name;
 use crate::format::manifest::StreamManifest;
 use crate::format::object::{self, FOOTER_LEN};
 use crate::format::wal;
@@ -41,11 +42,6 @@ pub(crate) struct Listing {
     pub(crate) other_keys: usize,
 }
 
-/// Whether `name` is an object id as the WAL and the compactor write it (16 hex digits).
-fn is_id(name: &str) -> bool {
-    name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// Lists the data prefix of `data` and the WAL prefix of `wal` (once when they are one store and
 /// the prefixes nest).
 pub(crate) async fn list(
@@ -60,7 +56,11 @@ pub(crate) async fn list(
         other_keys: 0,
     };
     for meta in data_store.list(data_prefix).await.map_err(storage)? {
-        if meta.key.strip_prefix(data_prefix).is_some_and(is_id) {
+        if meta
+            .key
+            .strip_prefix(data_prefix)
+            .is_some_and(is_object_name)
+        {
             listing.objects.push(Listed {
                 meta,
                 place: Place::Data,
@@ -74,7 +74,7 @@ pub(crate) async fn list(
             .key
             .strip_prefix(wal_prefix)
             .and_then(|rest| rest.split_once('/'))
-            .is_some_and(|(member, id)| !member.is_empty() && is_id(id));
+            .is_some_and(|(member, id)| !member.is_empty() && is_object_name(id));
         if named {
             listing.objects.push(Listed {
                 meta,

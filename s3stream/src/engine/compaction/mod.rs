@@ -7,14 +7,16 @@
 //!   each acknowledged WAL object is adopted as it is or rewritten ([plan]), and one commit
 //!   advances the committed ends;
 //! - the **second pass** runs every `maintenance_interval`: it [merges](merge) runs of small
-//!   stream objects, collects [garbage](gc), and [regroups](regroup) stream-set objects by
-//!   stream (outside the lock), then deletes what waited out its grace period.
+//!   stream objects, collects [garbage](gc), sweeps [orphaned objects](orphans) every
+//!   `orphan_sweep_interval`, and [regroups](regroup) stream-set objects by stream (outside the
+//!   lock), then deletes what waited out its grace period.
 //!
 //! Rounds, merges, regrouping and recovery all write and commit through [writer]; what the
 //! rounds remember between them is in [state]; the knobs are in [settings].
 
 mod gc;
 mod merge;
+mod orphans;
 mod plan;
 mod regroup;
 mod round;
@@ -111,6 +113,7 @@ pub(crate) async fn second_pass(engine: &EngineShared) -> Result<()> {
             }
         }
         gc::collect_garbage(engine, &mut state).await?;
+        orphans::sweep_if_due(engine, &mut state).await?;
     }
     let replaced = regroup::regroup(engine).await?;
     let mut state = engine.compaction_lock.lock().await;

@@ -46,6 +46,15 @@ pub struct CompactionSettings {
     /// this, so reads that looked them up just before still find them. Default 30 s.
     #[serde(with = "mink_runtime::duration_ms")]
     pub delete_grace: Duration,
+    /// How often the second pass lists the data prefix for committed objects no record names
+    /// (left by a crash or a failed commit) and deletes those older than `orphan_grace`; also
+    /// once at the first pass of each life. 0 turns the sweep off. Default 1 h.
+    #[serde(with = "mink_runtime::duration_ms")]
+    pub orphan_sweep_interval: Duration,
+    /// How old an object no record names must be before the sweep deletes it: far past the
+    /// time from an object's PUT to the commit that names it. Default 1 h.
+    #[serde(with = "mink_runtime::duration_ms")]
+    pub orphan_grace: Duration,
 }
 
 impl Default for CompactionSettings {
@@ -62,6 +71,8 @@ impl Default for CompactionSettings {
             merge_min_objects: 4,
             set_compaction_bytes: 256 << 20,
             delete_grace: Duration::from_secs(30),
+            orphan_sweep_interval: Duration::from_secs(3600),
+            orphan_grace: Duration::from_secs(3600),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! What compaction remembers between rounds, held under the engine's compaction lock: how far
-//! WAL ids are retired, and the objects out of the metadata that wait to be deleted.
+//! WAL ids are retired, the objects out of the metadata that wait to be deleted, and when
+//! orphaned objects were last swept.
 
 use std::time::Instant;
 
@@ -12,6 +13,8 @@ pub(crate) struct CompactorState {
     pub(crate) retired_below: u64,
     /// Objects out of the metadata, waiting to be deleted.
     pub(crate) pending: PendingDeletes,
+    /// When this life of the engine last swept orphaned objects.
+    pub(crate) last_orphan_sweep: Option<Instant>,
 }
 
 /// Objects removed from the metadata, waiting out the grace period before deletion.
