@@ -187,6 +187,14 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
         let acked_before = acked_count(&ctx);
         let early = rng.next_f64() < 0.15;
         let wait = Duration::from_secs_f64(mean * (0.3 + 1.4 * rng.next_f64()));
+        let losing = kill == options.kills && options.lose_metadata;
+        // The metadata is lost after this kill: a snapshot must exist to restore (short lives
+        // with faulty PUTs may never have written a periodic one); what follows it is rebuilt.
+        let early = early && !losing;
+        if losing {
+            node.wait_ready(&http).await?;
+            request_snapshot(&ctx).await?;
+        }
         if early {
             // Kill while the node is still starting or recovering.
             tokio::time::sleep(Duration::from_millis(rng.between(0, 300))).await;
@@ -320,6 +328,26 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
         tally,
         problems,
     })
+}
+
+/// Asks the node for a metadata snapshot until one is written.
+async fn request_snapshot(ctx: &Ctx) -> Result<(), Error> {
+    let mut last = String::new();
+    for _ in 0..100 {
+        match ctx
+            .http
+            .post(format!("{}/v1/admin/snapshot", ctx.url()))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => return Ok(()),
+            Ok(r) => last = format!("{} {}", r.status(), r.text().await.unwrap_or_default()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("no metadata snapshot could be written: {last}"))
 }
 
 /// Loses the stopped node's metadata, restores the newest snapshot and rebuilds from the
