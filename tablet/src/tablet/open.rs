@@ -125,13 +125,14 @@ impl TabletBuilder {
                     .open_stream(stream_id)
                     .await
                     .map_err(|e| TabletError::stream(name, "open", e))?;
+                // Destroying the stream deletes its manifest too.
                 stream
                     .destroy()
                     .await
                     .map_err(|e| TabletError::stream(name, "destroy", e))?;
-            }
-            if let Err(e) = engine.delete_manifest(stream_id).await {
-                // A manifest of a deleted stream is skipped by a rebuild.
+            } else if let Err(e) = engine.delete_manifest(stream_id).await {
+                // An earlier destroy stopped after the stream was deleted. A manifest of a
+                // deleted stream is skipped by a rebuild.
                 tracing::warn!(tablet = name, stream = stream_id, error = %e, "could not delete the stream's manifest");
             }
         }
