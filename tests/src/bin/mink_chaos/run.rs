@@ -175,6 +175,7 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
     // The kill phase.
     let mean = options.seconds / f64::from(options.kills.max(1));
     let mut faulty_lives = 0;
+    let mut life_faulty = false;
     let mut pauses = 0;
     for kill in 1..=options.kills {
         if cluster {
@@ -192,6 +193,13 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
         // with faulty PUTs may never have written a periodic one); what follows it is rebuilt.
         let early = early && !losing;
         if losing {
+            if life_faulty {
+                // A faulty life may fail for good by design (its WAL deadline passes, it exits
+                // with 75) before the snapshot is written: take the snapshot in a clean life.
+                node.kill()?;
+                eprintln!("mink_chaos: the faulty life is ended for a clean one to snapshot in");
+                node.start(None)?;
+            }
             node.wait_ready(&http).await?;
             request_snapshot(&ctx).await?;
         }
@@ -233,6 +241,7 @@ pub(crate) async fn run(options: Options) -> Result<Report, Error> {
             }
         });
         faulty_lives += u32::from(faults.is_some());
+        life_faulty = faults.is_some();
         if kill == options.kills && options.lose_metadata {
             lose_and_rebuild(node, &ctx)?;
         }
