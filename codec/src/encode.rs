@@ -11,8 +11,8 @@ use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, Ip
 use crate::change::ChangeType;
 use crate::error::{Error, Result};
 use crate::header::{
-    ATTR_APPEND_ONLY, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC, NO_SEQUENCE, NO_WRITER_ID, put,
-    seal_crc,
+    ATTR_APPEND_ONLY, ATTR_RECORD_SEQUENCE, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC, NO_SEQUENCE,
+    NO_WRITER_ID, put, seal_crc,
 };
 use crate::ipc;
 
@@ -21,10 +21,12 @@ use crate::ipc;
 pub struct BatchMeta {
     /// Schema version the rows are encoded with.
     pub schema_id: i16,
-    /// Idempotent writer id, or [`NO_WRITER_ID`].
+    /// Idempotent writer identity (id and epoch, [`crate::writer_field`]), or [`NO_WRITER_ID`].
     pub writer_id: i64,
     /// Idempotent writer sequence, or [`NO_SEQUENCE`].
     pub batch_sequence: i32,
+    /// Whether the sequence counts records (attribute bit 1; only with a writer).
+    pub counts_records: bool,
 }
 
 impl BatchMeta {
@@ -34,6 +36,7 @@ impl BatchMeta {
             schema_id,
             writer_id: NO_WRITER_ID,
             batch_sequence: NO_SEQUENCE,
+            counts_records: false,
         }
     }
 
@@ -41,6 +44,13 @@ impl BatchMeta {
     pub fn with_writer(mut self, writer_id: i64, batch_sequence: i32) -> Self {
         self.writer_id = writer_id;
         self.batch_sequence = batch_sequence;
+        self
+    }
+
+    /// Marks the sequence as counting records: the writer's next batch starts at this one's
+    /// sequence plus its row count (attribute bit 1, as Kafka counts).
+    pub fn counting_records(mut self) -> Self {
+        self.counts_records = true;
         self
     }
 }
@@ -171,7 +181,12 @@ pub(crate) fn seal(
         leader_epoch: 0,
         crc: 0,
         schema_id: meta.schema_id,
-        attributes: if append_only { ATTR_APPEND_ONLY } else { 0 },
+        attributes: if append_only { ATTR_APPEND_ONLY } else { 0 }
+            | if meta.counts_records {
+                ATTR_RECORD_SEQUENCE
+            } else {
+                0
+            },
         last_offset_delta: record_count - 1,
         writer_id: meta.writer_id,
         batch_sequence: meta.batch_sequence,

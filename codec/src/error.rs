@@ -96,8 +96,11 @@ pub enum Error {
         actual: u32,
     },
 
-    /// Reserved attribute bits are set.
-    #[error("unknown attribute bits in `attributes` at byte {position}: {value:#04x}")]
+    /// Reserved attribute bits are set (bit 1 is reserved on a batch without a writer).
+    #[error(
+        "unknown attribute bits in `attributes` at byte {position}: {value:#04x} (bit 0 is \
+         append-only, bit 1 a record-counting sequence, allowed only with a writer id)"
+    )]
     BadAttributes {
         /// Byte position of the attributes field.
         position: usize,

@@ -18,8 +18,35 @@ pub const LENGTH_PREFIX: usize = 12;
 pub const CRC_START: usize = 29;
 /// Attribute bit 0: the batch is append-only and has no change-type vector.
 pub const ATTR_APPEND_ONLY: u8 = 0b0000_0001;
+/// Attribute bit 1: the batch's `batch_sequence` is its first record's and the writer's next
+/// batch starts at `batch_sequence + record_count` (mod 2^31), as Kafka counts; without it the
+/// sequence counts batches. Allowed only on a batch with a writer.
+pub const ATTR_RECORD_SEQUENCE: u8 = 0b0000_0010;
 /// `writer_id` and `batch_sequence` value meaning "no idempotent writer".
 pub const NO_WRITER_ID: i64 = -1;
+/// The `writer_id` field's bits 0-47 are the allocated writer id, 48-62 the writer epoch.
+pub const WRITER_EPOCH_SHIFT: u32 = 48;
+/// The largest writer id the field can carry beside an epoch: 2^48 - 1.
+pub const MAX_WRITER_ID: i64 = (1 << WRITER_EPOCH_SHIFT) - 1;
+/// The largest writer epoch: 32767 (Kafka's non-negative i16).
+pub const MAX_WRITER_EPOCH: i16 = i16::MAX;
+
+/// Splits a `writer_id` field into the allocated writer id and the writer epoch; `None` for a
+/// negative field (no idempotent writer).
+pub fn writer_parts(field: i64) -> Option<(i64, i16)> {
+    if field < 0 {
+        return None;
+    }
+    let epoch = i16::try_from(field >> WRITER_EPOCH_SHIFT).unwrap_or(MAX_WRITER_EPOCH);
+    Some((field & MAX_WRITER_ID, epoch))
+}
+
+/// The `writer_id` field of writer `id` (0..=[`MAX_WRITER_ID`]) at `epoch`
+/// (0..=[`MAX_WRITER_EPOCH`]); `None` when either is out of its range.
+pub fn writer_field(id: i64, epoch: i16) -> Option<i64> {
+    ((0..=MAX_WRITER_ID).contains(&id) && epoch >= 0)
+        .then(|| (i64::from(epoch) << WRITER_EPOCH_SHIFT) | id)
+}
 /// `batch_sequence` value meaning "no idempotent writer".
 pub const NO_SEQUENCE: i32 = -1;
 
@@ -68,11 +95,11 @@ pub struct Header {
     pub crc: u32,
     /// Schema version the rows were encoded with.
     pub schema_id: i16,
-    /// Attribute bits ([`ATTR_APPEND_ONLY`]).
+    /// Attribute bits ([`ATTR_APPEND_ONLY`], [`ATTR_RECORD_SEQUENCE`]).
     pub attributes: u8,
     /// `record_count - 1`.
     pub last_offset_delta: i32,
-    /// Idempotent writer id, or [`NO_WRITER_ID`].
+    /// Idempotent writer identity (id and epoch, [`writer_parts`]), or [`NO_WRITER_ID`].
     pub writer_id: i64,
     /// Idempotent writer sequence, or [`NO_SEQUENCE`].
     pub batch_sequence: i32,
@@ -147,6 +174,11 @@ impl Header {
     /// Whether attribute bit 0 (append-only, no change-type vector) is set.
     pub fn is_append_only(&self) -> bool {
         self.attributes & ATTR_APPEND_ONLY != 0
+    }
+
+    /// Whether attribute bit 1 (the sequence counts records) is set.
+    pub fn counts_records(&self) -> bool {
+        self.attributes & ATTR_RECORD_SEQUENCE != 0
     }
 
     /// Total size of the batch in bytes, `12 + length` (0 if `length` is negative).

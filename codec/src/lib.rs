@@ -24,9 +24,9 @@
 //! | leader_epoch | 21 | 4 (i32) | Bucket leader epoch, written by the tablet |
 //! | crc | 25 | 4 (u32) | CRC32C (Castagnoli) over bytes 29 to the end of the batch |
 //! | schema_id | 29 | 2 (i16) | Schema version the rows were encoded with |
-//! | attributes | 31 | 1 (u8) | Bit 0: append-only, no change-type vector. Other bits must be 0 |
+//! | attributes | 31 | 1 (u8) | Bit 0: append-only, no change-type vector. Bit 1 (only with a writer): the sequence counts records. Other bits must be 0 |
 //! | last_offset_delta | 32 | 4 (i32) | `record_count - 1` |
-//! | writer_id | 36 | 8 (i64) | Idempotent writer id, -1 when unused |
+//! | writer_id | 36 | 8 (i64) | Idempotent writer identity, -1 when unused: bits 0-47 the allocated id, 48-62 the writer epoch ([`writer_parts`]) |
 //! | batch_sequence | 44 | 4 (i32) | Idempotent writer sequence, -1 when unused |
 //! | record_count | 48 | 4 (i32) | Rows in the batch |
 //! | change types | 52 | record_count | One byte per row, absent when append-only: 0 `+A` append-only, 1 `+I` insert, 2 `-U` update-before, 3 `+U` update-after, 4 `-D` delete |
@@ -66,8 +66,9 @@ pub use change::ChangeType;
 pub use encode::{BatchMeta, Encoder, encode_batch};
 pub use error::{Error, Result};
 pub use header::{
-    HEADER_LEN, Header, MAGIC, NO_SEQUENCE, NO_WRITER_ID, write_append_fields, write_base_offset,
-    write_commit_timestamp, write_leader_epoch,
+    HEADER_LEN, Header, MAGIC, MAX_WRITER_EPOCH, MAX_WRITER_ID, NO_SEQUENCE, NO_WRITER_ID,
+    write_append_fields, write_base_offset, write_commit_timestamp, write_leader_epoch,
+    writer_field, writer_parts,
 };
 pub use ipc_stream::{decode_ipc_stream, ipc_stream_schema};
 pub use message::{batch_from_message, schema_from_message};

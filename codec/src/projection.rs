@@ -135,6 +135,7 @@ impl Projection {
             schema_id: source.schema_id,
             writer_id: source.writer_id,
             batch_sequence: source.batch_sequence,
+            counts_records: source.counts_records(),
         };
         let changes = batch.change_type_bytes().map(ChangeBytes::Raw);
         if rows.num_rows() != usize::try_from(source.record_count).unwrap_or(usize::MAX) {

@@ -18,7 +18,10 @@ use bytes::Bytes;
 
 use crate::change::ChangeType;
 use crate::error::{Error, Result, field};
-use crate::header::{ATTR_APPEND_ONLY, CRC_START, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC, pos};
+use crate::header::{
+    ATTR_APPEND_ONLY, ATTR_RECORD_SEQUENCE, CRC_START, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC,
+    pos,
+};
 use crate::ipc::{self, CONTINUATION, MessageLayout};
 
 /// A byte container a [`BatchView`] can sit on: `&[u8]` (decoding copies the Arrow body) or
@@ -261,9 +264,13 @@ impl<B: BatchBuf> BatchView<B> {
     pub fn last_offset_delta(&self) -> i32 {
         self.header.last_offset_delta
     }
-    /// Idempotent writer id, or -1.
+    /// Idempotent writer identity (the `writer_id` field: id and epoch), or -1.
     pub fn writer_id(&self) -> i64 {
         self.header.writer_id
+    }
+    /// Whether the writer's sequence counts records (attribute bit 1).
+    pub fn counts_records(&self) -> bool {
+        self.header.counts_records()
     }
     /// Idempotent writer sequence, or -1.
     pub fn batch_sequence(&self) -> i32 {
@@ -324,7 +331,12 @@ impl<B: BatchBuf> BatchView<B> {
                 actual,
             });
         }
-        if h.attributes & !ATTR_APPEND_ONLY != 0 {
+        let known = if h.writer_id >= 0 {
+            ATTR_APPEND_ONLY | ATTR_RECORD_SEQUENCE
+        } else {
+            ATTR_APPEND_ONLY
+        };
+        if h.attributes & !known != 0 {
             return Err(Error::BadAttributes {
                 position: self.at(pos::ATTRIBUTES),
                 value: h.attributes,

@@ -252,6 +252,20 @@ const DAMAGED: &[Case] = &[
         position: HEADER_LEN + 2,
     },
     Case {
+        name: "record-counting bit on a batch without a writer",
+        sample: Sample::Changes,
+        damage: |b| {
+            b[pos::WRITER_ID..pos::WRITER_ID + 8].copy_from_slice(&(-1i64).to_le_bytes());
+            set_i32(b, pos::BATCH_SEQUENCE, -1);
+            b[pos::ATTRIBUTES] |= 0x02;
+            reseal(b);
+        },
+        check: Check::Header,
+        variant: |e, _| matches!(e, Error::BadAttributes { value: 0x02, .. }),
+        field: "attributes",
+        position: pos::ATTRIBUTES,
+    },
+    Case {
         name: "unknown attribute bit",
         sample: Sample::Changes,
         damage: |b| {

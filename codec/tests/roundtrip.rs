@@ -25,10 +25,22 @@ fn arb_input() -> impl Strategy<Value = (RecordBatch, Option<Vec<ChangeType>>, B
             Just(rb),
             arb_changes(rows),
             any::<i16>(),
-            prop_oneof![Just((-1i64, -1i32)), (0i64..i64::MAX, 0i32..i32::MAX)],
+            prop_oneof![
+                Just((-1i64, -1i32, false)),
+                (0i64..i64::MAX, 0i32..i32::MAX, any::<bool>())
+            ],
         )
-            .prop_map(|(rb, ct, schema_id, (w, s))| {
-                (rb, ct, BatchMeta::new(schema_id).with_writer(w, s))
+            .prop_map(|(rb, ct, schema_id, (w, s, records))| {
+                let meta = BatchMeta::new(schema_id).with_writer(w, s);
+                (
+                    rb,
+                    ct,
+                    if records {
+                        meta.counting_records()
+                    } else {
+                        meta
+                    },
+                )
             })
     })
 }
@@ -46,6 +58,7 @@ proptest! {
         prop_assert_eq!(view.schema_id(), meta.schema_id);
         prop_assert_eq!(view.writer_id(), meta.writer_id);
         prop_assert_eq!(view.batch_sequence(), meta.batch_sequence);
+        prop_assert_eq!(view.counts_records(), meta.counts_records);
         prop_assert_eq!(view.record_count() as usize, rb.num_rows());
         prop_assert_eq!(view.last_offset_delta(), rb.num_rows() as i32 - 1);
         prop_assert_eq!(view.is_append_only(), ct.is_none());
@@ -201,4 +214,28 @@ fn decoding_from_bytes_shares_the_buffer_instead_of_copying() {
         .unwrap();
     let values = copied.column(0).to_data().buffers()[0].as_ptr() as usize;
     assert!(!range.contains(&values));
+}
+
+#[test]
+fn the_writer_field_carries_an_id_and_an_epoch() {
+    use mink_codec::{MAX_WRITER_EPOCH, MAX_WRITER_ID, NO_WRITER_ID, writer_field, writer_parts};
+    for (id, epoch) in [
+        (0, 0),
+        (7, 0),
+        (7, 1),
+        (MAX_WRITER_ID, MAX_WRITER_EPOCH),
+        (1 << 40, 3),
+    ] {
+        let field = writer_field(id, epoch).unwrap();
+        assert!(field >= 0);
+        assert_eq!(writer_parts(field), Some((id, epoch)));
+    }
+    // An id of epoch 0 is the number it always was.
+    assert_eq!(writer_field(12345, 0), Some(12345));
+    assert_eq!(writer_parts(12345), Some((12345, 0)));
+    assert_eq!(writer_parts(NO_WRITER_ID), None);
+    assert_eq!(writer_parts(i64::MIN), None);
+    assert_eq!(writer_field(MAX_WRITER_ID + 1, 0), None);
+    assert_eq!(writer_field(-1, 0), None);
+    assert_eq!(writer_field(1, -1), None);
 }

@@ -46,15 +46,30 @@ impl IdKind {
         };
         format!("{}{name}", keys::IDS)
     }
+
+    /// The first id the kind may not hand out: writer ids share the batch header's writer field
+    /// with an epoch and stay below 2^48 (docs/writer-identity.md); the others may use any u64.
+    pub fn limit(self) -> u64 {
+        match self {
+            IdKind::Writer => 1 << 48,
+            _ => u64::MAX,
+        }
+    }
 }
 
 /// Takes `count` fresh ids of `kind` straight from the KV counter.
 pub async fn reserve_block(kv: &dyn MetaKv, kind: IdKind, count: u64) -> Result<Range<u64>> {
-    reserve_at(kv, kind.key(), count).await
+    reserve_at(kv, kind.key(), count, kind.limit()).await
 }
 
-/// Takes `count` fresh ids from the counter at `key` (0 first, when it is absent).
-pub(crate) async fn reserve_at(kv: &dyn MetaKv, key: String, count: u64) -> Result<Range<u64>> {
+/// Takes `count` fresh ids from the counter at `key` (0 first, when it is absent), all below
+/// `limit`.
+pub(crate) async fn reserve_at(
+    kv: &dyn MetaKv,
+    key: String,
+    count: u64,
+    limit: u64,
+) -> Result<Range<u64>> {
     if count == 0 {
         return Err(MetaError::Invalid(InvalidRequest::EmptyIdBlock));
     }
@@ -64,12 +79,15 @@ pub(crate) async fn reserve_at(kv: &dyn MetaKv, key: String, count: u64) -> Resu
             Some(kv) => (decode::<IdCounter>(&key, &kv.value)?.0, kv.version),
             None => (0, 0),
         };
-        let end = next.checked_add(count).ok_or_else(|| {
-            MetaError::Invalid(InvalidRequest::IdSpaceExhausted {
-                key: key.clone(),
-                next,
-            })
-        })?;
+        let end = next
+            .checked_add(count)
+            .filter(|end| *end <= limit)
+            .ok_or_else(|| {
+                MetaError::Invalid(InvalidRequest::IdSpaceExhausted {
+                    key: key.clone(),
+                    next,
+                })
+            })?;
         match kv
             .compare_and_swap(&key, version, Some(encode(&IdCounter(end))))
             .await?
@@ -163,5 +181,25 @@ mod tests {
         assert_eq!(other.next().await.unwrap(), 7);
         assert_eq!(high_mark(kv.as_ref(), IdKind::Writer).await.unwrap(), 10);
         assert_eq!(high_mark(kv.as_ref(), IdKind::Stream).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn writer_ids_stay_below_2_pow_48() {
+        let kv = MemoryKv::new();
+        let limit = IdKind::Writer.limit();
+        let most = reserve_block(&kv, IdKind::Writer, limit - 2).await.unwrap();
+        assert_eq!(most, 0..limit - 2);
+        assert_eq!(
+            reserve_block(&kv, IdKind::Writer, 2).await.unwrap(),
+            limit - 2..limit
+        );
+        match reserve_block(&kv, IdKind::Writer, 1).await {
+            Err(MetaError::Invalid(InvalidRequest::IdSpaceExhausted { next, .. })) => {
+                assert_eq!(next, limit);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Other kinds have no such limit.
+        reserve_block(&kv, IdKind::Stream, limit + 5).await.unwrap();
     }
 }

@@ -240,7 +240,7 @@ impl MetaSnapshot {
             let counter = key.starts_with(keys::INCARNATIONS)
                 || (key.starts_with(keys::IDS) && *key != crate::IdKind::Broker.key());
             if counter {
-                crate::alloc::reserve_at(kv, key.clone(), COUNTER_GAP).await?;
+                crate::alloc::reserve_at(kv, key.clone(), COUNTER_GAP, u64::MAX).await?;
                 report.counters_raised += 1;
             }
         }

@@ -518,7 +518,10 @@ impl NodeCore {
         let mut highest = None;
         for view in mink_codec::batches(batches.as_ref()) {
             let Ok(view) = view else { break };
-            let Ok(writer) = u64::try_from(view.writer_id()) else {
+            // Bits 0-47 of the field are the allocated id, the rest its epoch.
+            let Some(writer) = mink_codec::writer_parts(view.writer_id())
+                .and_then(|(id, _epoch)| u64::try_from(id).ok())
+            else {
                 continue;
             };
             if highest.as_ref().is_none_or(|(h, _)| writer > *h) {
@@ -540,7 +543,7 @@ impl NodeCore {
             return Ok(());
         }
         Err(ApiError::UnknownWriter {
-            writer_id: view.writer_id(),
+            writer_id: i64::try_from(writer).unwrap_or(i64::MAX),
             high_mark,
         })
     }

@@ -69,6 +69,18 @@ pub enum ApiError {
         /// The sequence expected next.
         expected: i32,
     },
+    /// An idempotent writer's epoch is older than its current one: a fenced incarnation.
+    #[error(
+        "writer {writer_id} sent epoch {epoch} but it is at epoch {current}: this incarnation of the writer is fenced"
+    )]
+    StaleWriterEpoch {
+        /// The writer.
+        writer_id: i64,
+        /// The epoch received.
+        epoch: i16,
+        /// The writer's current epoch.
+        current: i16,
+    },
     /// A timestamp lies in the future.
     #[error("timestamp {timestamp} ms is in the future (now {now} ms)")]
     FutureTimestamp {
@@ -232,6 +244,7 @@ impl ApiError {
         "offset_trimmed",
         "offset_out_of_range",
         "out_of_order_sequence",
+        "stale_writer_epoch",
         "future_timestamp",
         "payload_too_large",
         "unsupported_media_type",
@@ -264,6 +277,7 @@ impl ApiError {
             ApiError::OffsetTrimmed { .. } => "offset_trimmed",
             ApiError::OffsetOutOfRange { .. } => "offset_out_of_range",
             ApiError::OutOfOrderSequence { .. } => "out_of_order_sequence",
+            ApiError::StaleWriterEpoch { .. } => "stale_writer_epoch",
             ApiError::FutureTimestamp { .. } => "future_timestamp",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
@@ -321,6 +335,16 @@ impl From<mink_tablet::TabletError> for ApiError {
                 writer_id,
                 sequence: received,
                 expected,
+            },
+            TabletError::StaleWriterEpoch {
+                writer_id,
+                epoch,
+                current,
+                ..
+            } => ApiError::StaleWriterEpoch {
+                writer_id,
+                epoch,
+                current,
             },
             TabletError::BelowLogStart { offset, log_start } => {
                 ApiError::OffsetTrimmed { offset, log_start }
@@ -398,6 +422,16 @@ mod tests {
                 },
                 StatusCode::CONFLICT,
                 "out_of_order_sequence",
+            ),
+            (
+                TabletError::StaleWriterEpoch {
+                    index: 0,
+                    writer_id: 42,
+                    epoch: 1,
+                    current: 2,
+                },
+                StatusCode::CONFLICT,
+                "stale_writer_epoch",
             ),
             (
                 TabletError::BelowLogStart {

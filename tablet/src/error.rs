@@ -59,6 +59,21 @@ pub enum TabletError {
         /// The sequence the batch carries.
         received: i32,
     },
+    /// A batch's writer epoch is older than the writer's current one: that incarnation of the
+    /// writer is fenced.
+    #[error(
+        "stale epoch for writer {writer_id} in batch {index}: epoch {epoch}, the writer is at epoch {current}"
+    )]
+    StaleWriterEpoch {
+        /// Position of the batch in the request.
+        index: usize,
+        /// The writer (its allocated id).
+        writer_id: i64,
+        /// The epoch the batch carries.
+        epoch: i16,
+        /// The writer's current epoch.
+        current: i16,
+    },
     /// The request is larger than the tablet accepts.
     #[error("append request too large: {what} is {value}, the limit is {limit}")]
     TooLarge {
@@ -234,6 +249,8 @@ pub enum ErrorKind {
     UnknownSchema,
     /// Out-of-order writer sequence.
     OutOfOrderSequence,
+    /// A writer epoch older than the writer's current one (a fenced incarnation).
+    StaleWriterEpoch,
     /// Request too large.
     TooLarge,
     /// More rows than a limit allows.
@@ -271,6 +288,7 @@ impl ErrorKind {
             ErrorKind::InvalidBatch => "invalid_batch",
             ErrorKind::UnknownSchema => "unknown_schema",
             ErrorKind::OutOfOrderSequence => "out_of_order_sequence",
+            ErrorKind::StaleWriterEpoch => "stale_writer_epoch",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::LimitExceeded => "limit_exceeded",
             ErrorKind::TooManyWriters => "too_many_writers",
@@ -306,6 +324,7 @@ impl TabletError {
             }
             TabletError::UnknownSchema { .. } => ErrorKind::UnknownSchema,
             TabletError::OutOfOrderSequence { .. } => ErrorKind::OutOfOrderSequence,
+            TabletError::StaleWriterEpoch { .. } => ErrorKind::StaleWriterEpoch,
             TabletError::TooLarge { .. } => ErrorKind::TooLarge,
             TabletError::TooManyRows { .. } => ErrorKind::LimitExceeded,
             TabletError::TooManyWriters { .. } => ErrorKind::TooManyWriters,

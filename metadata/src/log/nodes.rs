@@ -22,9 +22,11 @@ impl Metadata {
     /// The next incarnation of `node`: 1 at its first start, one more at every start after.
     pub async fn next_incarnation(&self, node: &str) -> Result<u64> {
         keys::check_segment("node", node)?;
-        Ok(reserve_at(self.kv.as_ref(), keys::incarnation(node), 1)
-            .await?
-            .end)
+        Ok(
+            reserve_at(self.kv.as_ref(), keys::incarnation(node), 1, u64::MAX)
+                .await?
+                .end,
+        )
     }
 
     /// The Kafka broker id of `node`: allocated at its first start, the same ever after.

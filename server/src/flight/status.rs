@@ -32,6 +32,7 @@ pub(crate) fn code_of(error: &ApiError) -> Code {
         ApiError::TableExists { .. } => Code::AlreadyExists,
         ApiError::OffsetTrimmed { .. } | ApiError::OffsetOutOfRange { .. } => Code::OutOfRange,
         ApiError::OutOfOrderSequence { .. }
+        | ApiError::StaleWriterEpoch { .. }
         | ApiError::UnknownWriter { .. }
         | ApiError::Conflict { .. } => Code::FailedPrecondition,
         ApiError::RateLimited

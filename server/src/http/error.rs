@@ -28,6 +28,7 @@ impl ApiError {
             | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::TableExists { .. }
             | ApiError::OutOfOrderSequence { .. }
+            | ApiError::StaleWriterEpoch { .. }
             | ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::OffsetTrimmed { .. } => StatusCode::GONE,
             ApiError::OffsetOutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
@@ -51,6 +52,7 @@ impl ApiError {
             ApiError::OutOfOrderSequence { expected, .. } => {
                 body["expected_sequence"] = json!(expected);
             }
+            ApiError::StaleWriterEpoch { current, .. } => body["current_epoch"] = json!(current),
             ApiError::OffsetTrimmed { log_start, .. } => body["log_start"] = json!(log_start),
             ApiError::OffsetOutOfRange { high_watermark, .. } => {
                 body["high_watermark"] = json!(high_watermark);

@@ -448,14 +448,16 @@ async fn replay(
                 }
                 out.batches += 1;
                 out.last_timestamp = out.last_timestamp.max(view.commit_timestamp());
-                if view.writer_id() >= 0 {
+                if let Some((writer_id, epoch)) = mink_codec::writer_parts(view.writer_id()) {
                     windows.replay(
-                        view.writer_id(),
+                        writer_id,
+                        epoch,
                         Entry {
                             sequence: view.batch_sequence(),
                             base_offset: u64::try_from(view.base_offset()).unwrap_or(0),
                             offset_delta: view.last_offset_delta(),
                             timestamp: view.commit_timestamp(),
+                            records: view.counts_records(),
                             ack: None,
                         },
                         ttl_ms,

@@ -12,14 +12,32 @@ use mink_codec::BatchView;
 
 use super::Tablet;
 use crate::error::{Result, TabletError};
-use crate::writers::Batches;
+use crate::writers::{Batches, Claim};
 
 /// One batch of an append request after the checks.
 pub(super) struct Parsed {
     pub(super) range: Range<usize>,
     pub(super) record_count: u32,
+    /// The allocated writer id (bits 0-47 of the header's field), -1 without a writer.
     pub(super) writer_id: i64,
+    /// The writer epoch (bits 48-62 of the field).
+    pub(super) epoch: i16,
     pub(super) sequence: i32,
+    /// The sequence counts records (attribute bit 1).
+    pub(super) counts_records: bool,
+}
+
+impl Parsed {
+    /// What the batch claims about its writer, for the windows.
+    pub(super) fn claim(&self) -> Claim {
+        Claim {
+            writer: self.writer_id,
+            epoch: self.epoch,
+            sequence: self.sequence,
+            rows: self.record_count,
+            records: self.counts_records,
+        }
+    }
 }
 
 impl Tablet {
@@ -98,12 +116,15 @@ impl Tablet {
                 });
             }
             decode(&view, &schema, record_count).map_err(invalid)?;
+            let (writer_id, epoch) = mink_codec::writer_parts(writer_id).unwrap_or((-1, 0));
             let start = view.position();
             parsed.push(Parsed {
                 range: start..start + view.len(),
                 record_count,
                 writer_id,
+                epoch,
                 sequence,
+                counts_records: view.counts_records(),
             });
         }
         if parsed.is_empty() {

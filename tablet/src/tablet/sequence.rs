@@ -181,7 +181,7 @@ fn classify(
 ) -> Result<Batches<Verdict>> {
     windows
         .classify(
-            parsed.iter().map(|p| (p.writer_id, p.sequence)),
+            parsed.iter().map(Parsed::claim),
             now,
             ttl_ms,
             confirm,
@@ -198,6 +198,17 @@ fn classify(
                 writer_id,
                 expected,
                 received,
+            },
+            Refusal::StaleEpoch {
+                index,
+                writer_id,
+                epoch,
+                current,
+            } => TabletError::StaleWriterEpoch {
+                index,
+                writer_id,
+                epoch,
+                current,
             },
             Refusal::TooManyWriters {
                 index,
@@ -314,11 +325,13 @@ fn record(
         if let Verdict::New { restart } = v {
             windows.record(
                 p.writer_id,
+                p.epoch,
                 Entry {
                     sequence: p.sequence,
                     base_offset: r.base_offset,
                     offset_delta: i32::try_from(p.record_count - 1).unwrap_or(i32::MAX),
                     timestamp,
+                    records: p.counts_records,
                     ack: ack.clone(),
                 },
                 *restart,

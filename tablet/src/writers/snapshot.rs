@@ -1,7 +1,7 @@
 //! The writer snapshot: the windows as they stand at an offset, saved so that opening a tablet
 //! replays only the log after it.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! Stored as the opaque bytes of a [`mink_metadata::WriterSnapshot`] (which adds the offset it was taken
 //! at) under `mink/writers/{table}/{partition}/{bucket}`. Little-endian.
@@ -9,29 +9,32 @@
 //! | Offset | Size | Field |
 //! |---|---|---|
 //! | 0 | 4 | magic `MKWW` (0x4D 0x4B 0x57 0x57) |
-//! | 4 | 1 | format version, 1 |
+//! | 4 | 1 | format version, 2 |
 //! | 5 | 4 | CRC32C of every byte from offset 9 to the end, u32 |
 //! | 9 | 8 | newest commit timestamp in the log below the snapshot offset, i64 ms (`i64::MIN` if none) |
 //! | 17 | 4 | writer count `n`, u32 |
-//! | 21 | ... | `n` writers: writer id i64 (8), entry count `k` u8 (1..=5), then `k` entries oldest first |
+//! | 21 | ... | `n` writers: writer id i64 (8), epoch i16 (2, 0..=32767), mode u8 (1: 0 the sequence counts batches, 1 records), entry count `k` u8 (1..=5), then `k` entries oldest first |
 //!
 //! Entry (24 bytes): sequence i32 (4), base offset u64 (8), offset delta i32 (4, record count - 1),
 //! commit timestamp i64 (8).
+//!
+//! Version 1 is the same without a writer's epoch and mode; it reads as epoch 0, counting batches,
+//! which is what every writer of a version-1 snapshot was (docs/writer-identity.md).
 
 use std::collections::VecDeque;
 
 use super::WriterState;
-use super::window::{Entry, WINDOW, Windows};
+use super::window::{Entry, WINDOW, Window, Windows};
 
 const MAGIC: [u8; 4] = *b"MKWW";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const ENTRY: usize = 24;
 /// Bytes before the first writer: magic, version, CRC, timestamp, writer count.
 pub const HEADER_BYTES: usize = 21;
 
-/// The most one writer takes in a snapshot: its id (8), entry count (1) and five entries of 24
-/// bytes: 129.
-pub const MAX_BYTES_PER_WRITER: usize = 8 + 1 + WINDOW * ENTRY;
+/// The most one writer takes in a snapshot: its id (8), epoch (2), mode (1), entry count (1)
+/// and five entries of 24 bytes: 132.
+pub const MAX_BYTES_PER_WRITER: usize = 8 + 2 + 1 + 1 + WINDOW * ENTRY;
 
 /// The metadata store's limit on one request: etcd's default `--max-request-bytes`, 1.5 MiB.
 pub const METADATA_REQUEST_LIMIT: usize = 1_572_864;
@@ -42,29 +45,32 @@ pub const METADATA_REQUEST_LIMIT: usize = 1_572_864;
 pub const METADATA_RESERVED: usize = 64 << 10;
 
 /// The most writers a tablet may track so that a full snapshot fits one metadata request:
-/// (1 572 864 - 65 536 - 21) / 129 = 11 684. The default `max_writers`, 10 000, takes at most
-/// 21 + 10 000 x 129 = 1 290 021 bytes, 82 % of the limit.
+/// (1 572 864 - 65 536 - 21) / 132 = 11 418. The default `max_writers`, 10 000, takes at most
+/// 21 + 10 000 x 132 = 1 320 021 bytes, 84 % of the limit.
 pub const MAX_WRITERS: u64 =
     ((METADATA_REQUEST_LIMIT - METADATA_RESERVED - HEADER_BYTES) / MAX_BYTES_PER_WRITER) as u64;
 
 /// Encodes the windows as they stand at offset `at`: only entries wholly below it.
 pub(crate) fn encode(windows: &Windows, at: u64, last_timestamp: i64) -> Vec<u8> {
-    let mut body = Vec::with_capacity(8 + 4 + windows.len() * (9 + WINDOW * ENTRY));
+    let mut body = Vec::with_capacity(8 + 4 + windows.len() * MAX_BYTES_PER_WRITER);
     body.extend_from_slice(&last_timestamp.to_le_bytes());
     body.extend_from_slice(&[0; 4]);
     let mut count: u32 = 0;
-    let mut writers: Vec<(i64, &VecDeque<Entry>)> = windows.iter().collect();
+    let mut writers: Vec<(i64, &Window)> = windows.iter().collect();
     writers.sort_by_key(|(writer_id, _)| *writer_id);
     for (writer_id, window) in writers {
         let entries: Vec<&Entry> = window
+            .entries
             .iter()
             .take_while(|e| !e.failed() && e.end_offset() <= at)
             .collect();
-        if entries.is_empty() {
+        let Some(newest) = entries.last() else {
             continue;
-        }
+        };
         count += 1;
         body.extend_from_slice(&writer_id.to_le_bytes());
+        body.extend_from_slice(&window.epoch.to_le_bytes());
+        body.push(u8::from(newest.records));
         body.push(u8::try_from(entries.len()).unwrap_or(u8::MAX));
         for e in entries {
             body.extend_from_slice(&e.sequence.to_le_bytes());
@@ -89,9 +95,9 @@ pub(crate) fn decode(raw: &[u8]) -> Result<(Windows, i64), String> {
         return Err("bad magic, not a writer snapshot".to_owned());
     }
     let version = r.u8()?;
-    if version != VERSION {
+    if version != VERSION && version != 1 {
         return Err(format!(
-            "format version {version} is not {VERSION}; written by a newer Mink?"
+            "format version {version} is not 1 or {VERSION}; written by a newer Mink?"
         ));
     }
     let crc = u32::from_le_bytes(r.array()?);
@@ -107,6 +113,21 @@ pub(crate) fn decode(raw: &[u8]) -> Result<(Windows, i64), String> {
     let mut windows = Windows::default();
     for _ in 0..count {
         let writer_id = i64::from_le_bytes(r.array()?);
+        let (epoch, records) = if version == 1 {
+            (0, false)
+        } else {
+            let epoch = i16::from_le_bytes(r.array()?);
+            let mode = r.u8()?;
+            if epoch < 0 || mode > 1 {
+                return Err(format!(
+                    "writer {writer_id} has epoch {epoch} and mode {mode}, expected 0..=32767 and 0 or 1"
+                ));
+            }
+            (epoch, mode == 1)
+        };
+        if !(0..=mink_codec::MAX_WRITER_ID).contains(&writer_id) {
+            return Err(format!("writer id {writer_id} is out of range"));
+        }
         let entries = usize::from(r.u8()?);
         if entries == 0 || entries > WINDOW {
             return Err(format!(
@@ -120,6 +141,7 @@ pub(crate) fn decode(raw: &[u8]) -> Result<(Windows, i64), String> {
                 base_offset: u64::from_le_bytes(r.array()?),
                 offset_delta: i32::from_le_bytes(r.array()?),
                 timestamp: i64::from_le_bytes(r.array()?),
+                records,
                 ack: None,
             };
             // The windows add the delta to the offset: a stored entry must not overflow it.
@@ -134,7 +156,13 @@ pub(crate) fn decode(raw: &[u8]) -> Result<(Windows, i64), String> {
             }
             window.push_back(entry);
         }
-        if !windows.insert(writer_id, window) {
+        if !windows.insert(
+            writer_id,
+            Window {
+                epoch,
+                entries: window,
+            },
+        ) {
             return Err(format!("writer {writer_id} appears twice"));
         }
     }
@@ -187,11 +215,11 @@ mod tests {
     #[test]
     fn entries_past_the_largest_offset_are_errors() {
         let mut w = Windows::default();
-        w.record(3, Entry::one_row(0, 10, 5), false);
+        w.record(3, 0, Entry::one_row(0, 10, 5), false);
         let good = encode(&w, u64::MAX, 5);
         assert!(decode(&good).is_ok());
         // The entry of the only writer: sequence, base offset, delta, timestamp.
-        let at = 9 + 8 + 4 + 8 + 1;
+        let at = 9 + 8 + 4 + 8 + 2 + 1 + 1;
         for (base_offset, delta) in [(u64::MAX, 0i32), (u64::MAX - 5, 9), (10, -1)] {
             let mut bad = good.clone();
             bad[at + 4..at + 12].copy_from_slice(&base_offset.to_le_bytes());
@@ -212,7 +240,7 @@ mod tests {
             for seq in 0..WINDOW as i32 {
                 let mut entry = Entry::one_row(i32::MAX - seq, 1 << 62, i64::MAX);
                 entry.offset_delta = i32::MAX - 1;
-                w.record(i64::MAX - writer, entry, false);
+                w.record(mink_codec::MAX_WRITER_ID - writer, i16::MAX, entry, false);
             }
         }
         let raw = encode(&w, u64::MAX, i64::MAX);
@@ -240,9 +268,13 @@ mod tests {
     fn snapshots_round_trip_and_corruption_is_an_error() {
         let mut w = Windows::default();
         for seq in 0..8 {
-            w.record(1, Entry::one_row(seq, seq as u64 * 2, 10), false);
+            w.record(1, 0, Entry::one_row(seq, seq as u64 * 2, 10), false);
         }
-        w.record(2, Entry::one_row(i32::MAX, 100, 20), true);
+        w.record(2, 0, Entry::one_row(i32::MAX, 100, 20), true);
+        let mut counting = Entry::one_row(40, 200, 30);
+        counting.records = true;
+        counting.offset_delta = 9;
+        w.record(3, 17, counting, true);
         let raw = encode(&w, u64::MAX, 20);
         let (back, ts) = decode(&raw).unwrap();
         assert_eq!(ts, 20);
@@ -255,6 +287,15 @@ mod tests {
         for len in 0..raw.len() {
             assert!(decode(&raw[..len]).is_err());
         }
+        let states = back.states(u64::MAX);
+        assert_eq!(
+            (
+                states[2].epoch,
+                states[2].counts_records,
+                states[2].next_sequence()
+            ),
+            (17, true, Some(50))
+        );
         // Entries at or above the snapshot offset are left out.
         let raw = encode(&w, 7, 20);
         let (back, _) = decode(&raw).unwrap();
@@ -268,5 +309,41 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![3]
         );
+    }
+
+    /// A version-1 snapshot (no epoch or mode per writer) still reads: epoch 0, counting batches.
+    #[test]
+    fn version_1_snapshots_read_as_epoch_0_counting_batches() {
+        let mut body = Vec::new();
+        body.extend_from_slice(&20i64.to_le_bytes());
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&9i64.to_le_bytes());
+        body.push(2);
+        for (seq, offset) in [(4i32, 10u64), (5, 11)] {
+            body.extend_from_slice(&seq.to_le_bytes());
+            body.extend_from_slice(&offset.to_le_bytes());
+            body.extend_from_slice(&0i32.to_le_bytes());
+            body.extend_from_slice(&20i64.to_le_bytes());
+        }
+        let mut raw = MAGIC.to_vec();
+        raw.push(1);
+        raw.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+        raw.extend_from_slice(&body);
+        let (windows, ts) = decode(&raw).unwrap();
+        assert_eq!(ts, 20);
+        let states = windows.states(u64::MAX);
+        assert_eq!(states.len(), 1);
+        assert_eq!(
+            (
+                states[0].writer_id,
+                states[0].epoch,
+                states[0].counts_records
+            ),
+            (9, 0, false)
+        );
+        assert_eq!(states[0].next_sequence(), Some(6));
+        for len in 0..raw.len() {
+            assert!(decode(&raw[..len]).is_err());
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The public view of the writer windows, as [`Tablet::writers`](crate::Tablet::writers) reports
 //! them.
 
-use super::window::{Entry, Windows, next_sequence};
+use super::window::{Entry, Windows, add_sequence, next_sequence};
 
 /// A retained batch, as [`Tablet::writers`](crate::Tablet::writers) reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +21,12 @@ pub struct WriterBatch {
 /// One writer's window, as [`Tablet::writers`](crate::Tablet::writers) reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterState {
-    /// The writer id.
+    /// The writer id (the allocated id, without the epoch).
     pub writer_id: i64,
+    /// Its current epoch.
+    pub epoch: i16,
+    /// Whether its newest batch's sequence counts records.
+    pub counts_records: bool,
     /// Its retained batches, oldest first (at most five).
     pub batches: Vec<WriterBatch>,
 }
@@ -30,7 +34,13 @@ pub struct WriterState {
 impl WriterState {
     /// The sequence the writer must send next.
     pub fn next_sequence(&self) -> Option<i32> {
-        self.batches.last().map(|b| next_sequence(b.sequence))
+        self.batches.last().map(|b| {
+            if self.counts_records {
+                add_sequence(b.sequence, b.record_count)
+            } else {
+                next_sequence(b.sequence)
+            }
+        })
     }
 }
 
@@ -53,7 +63,10 @@ impl Windows {
             .iter()
             .map(|(writer_id, window)| WriterState {
                 writer_id,
+                epoch: window.epoch,
+                counts_records: window.entries.back().is_some_and(|e| e.records),
                 batches: window
+                    .entries
                     .iter()
                     .take_while(|e| !e.failed())
                     .map(|e| WriterBatch::of(e, high_watermark))
