@@ -32,8 +32,6 @@ pub mod error;
 mod flight;
 pub mod format;
 mod http;
-// Not served yet: its listener and handlers land in the next step (docs/kafka.md).
-#[allow(dead_code)]
 mod kafka;
 pub mod latency;
 pub mod manifests;

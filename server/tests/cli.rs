@@ -80,6 +80,7 @@ async fn node(dir: &std::path::Path, token: Option<&str>) -> Node {
         ..Settings::default()
     };
     settings.flight.listen = None;
+    settings.kafka.listen = None;
     // Short event streams, so the tail below reconnects while it follows.
     settings.http.sse_recycle = Duration::from_millis(700);
     settings.auth.token = token.map(mink_server::settings::Secret::new);

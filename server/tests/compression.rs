@@ -32,6 +32,7 @@ async fn json_and_ndjson_are_compressed_when_asked_and_sse_and_arrow_never() {
         ..Settings::default()
     };
     settings.flight.listen = None;
+    settings.kafka.listen = None;
     let node = Node::builder()
         .settings(settings)
         .object_store(Arc::new(ObjectStoreBackend::memory()))

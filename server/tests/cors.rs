@@ -19,6 +19,7 @@ async fn start(change: impl FnOnce(&mut Settings)) -> Node {
         ..Settings::default()
     };
     settings.flight.listen = None;
+    settings.kafka.listen = None;
     change(&mut settings);
     let node = Node::builder()
         .settings(settings)

@@ -30,6 +30,7 @@ async fn start_with(tokens: bool, change: impl FnOnce(&mut Settings)) -> Node {
         ..Settings::default()
     };
     settings.flight.listen = Some("127.0.0.1:0".parse().unwrap());
+    settings.kafka.listen = None;
     settings.flight.heartbeat_interval = Duration::from_millis(200);
     change(&mut settings);
     if tokens {

@@ -26,6 +26,7 @@ async fn start(node_id: &str, store: &Arc<dyn ObjectStorage>, kv: &Arc<dyn MetaK
         ..Settings::default()
     };
     settings.flight.listen = Some("127.0.0.1:0".parse().unwrap());
+    settings.kafka.listen = None;
     settings.flight.heartbeat_interval = Duration::from_millis(200);
     settings.cluster.lease_ttl = Duration::from_secs(2);
     settings.cluster.lease_margin = Duration::from_millis(300);

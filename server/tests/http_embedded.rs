@@ -146,6 +146,7 @@ fn binary_serves_embedded_default_and_exits_0_on_sigterm() {
             .current_dir(dir)
             .env_remove("MINK_CONFIG")
             .env("MINK_FLIGHT_LISTEN", "none")
+            .env("MINK_KAFKA_LISTEN", "none")
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -420,6 +421,7 @@ fn spawn_mink(
         .current_dir(dir)
         .env_remove("MINK_CONFIG")
         .env("MINK_FLIGHT_LISTEN", "none")
+        .env("MINK_KAFKA_LISTEN", "none")
         .env_remove("MINK_AUTH_TOKEN")
         .env_remove("MINK_AUTH_TOKEN_FILE")
         .stderr(Stdio::piped());

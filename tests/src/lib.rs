@@ -45,6 +45,15 @@ pub fn chromedriver() -> String {
     required(CHROMEDRIVER_ENV, "ChromeDriver")
 }
 
+/// Environment variable holding `kcat` (Debian's `kcat`, librdkafka inside), installed by
+/// `cargo xtask test`.
+pub const KCAT_ENV: &str = "MINK_TEST_KCAT";
+
+/// The kcat binary. Panics with instructions when unset.
+pub fn kcat() -> String {
+    required(KCAT_ENV, "kcat")
+}
+
 /// A client script of `tests/clients/`.
 pub fn client_script(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -126,6 +126,7 @@ impl NodeProcess {
             .arg(&path)
             .env("RUST_LOG", "warn")
             .env("MINK_FLIGHT_LISTEN", &self.flight_listen)
+            .env("MINK_KAFKA_LISTEN", "none")
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -124,6 +124,7 @@ async fn node_fixture_is_served_as_written(name: &str, extra: Option<std::ops::R
         ..Settings::default()
     };
     settings.flight.listen = None;
+    settings.kafka.listen = None;
     let node = NodeBuilder::from_settings(settings)
         .await
         .unwrap()

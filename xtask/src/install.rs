@@ -7,7 +7,8 @@
 //! - the real clients the tests drive, from PyPI into the same virtual environment: `pyarrow`
 //!   (its Flight client) and `openapi-spec-validator` (checks the API's OpenAPI document); and
 //!   Debian's `chromium`, the headless browser of the CORS and
-//!   dashboard tests, with `chromium-driver` (ChromeDriver) that drives the dashboard's.
+//!   dashboard tests, with `chromium-driver` (ChromeDriver) that drives the dashboard's; and
+//!   Debian's `kcat` (librdkafka), the Kafka client of the Kafka front end's tests.
 //! - `cargo-fuzz` (crates.io), only for `cargo xtask fuzz`.
 //! - `cargo-machete` (crates.io), only for `cargo xtask lint`.
 
@@ -74,6 +75,14 @@ pub(crate) fn chromium() -> Result<PathBuf> {
         apt_install("chromium")?;
     }
     Ok(PathBuf::from("chromium"))
+}
+
+/// kcat (Debian `kcat`, librdkafka inside), the Kafka client of the Kafka front end's tests.
+pub(crate) fn kcat() -> Result<PathBuf> {
+    if !on_path("kcat") {
+        apt_install("kcat")?;
+    }
+    Ok(PathBuf::from("kcat"))
 }
 
 /// ChromeDriver (Debian `chromium-driver`), which drives Chromium for the dashboard test.

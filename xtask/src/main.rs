@@ -174,6 +174,7 @@ fn test(args: &[String]) -> Result {
     let python = install::python_clients()?;
     let chromium = install::chromium()?;
     let chromedriver = install::chromedriver()?;
+    let kcat = install::kcat()?;
     let services = services::Services::start()?;
     let mut outcome = Ok(());
     // Build everything first so a compile error is reported once, not per test binary.
@@ -194,6 +195,7 @@ fn test(args: &[String]) -> Result {
     nextest.env("MINK_TEST_PYTHON", &python);
     nextest.env("MINK_TEST_CHROMIUM", &chromium);
     nextest.env("MINK_TEST_CHROMEDRIVER", &chromedriver);
+    nextest.env("MINK_TEST_KCAT", &kcat);
     if let Err(e) = run(nextest) {
         outcome = Err(e);
     }

@@ -11,7 +11,6 @@ pub(crate) mod code {
     pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     pub(crate) const MESSAGE_TOO_LARGE: i16 = 10;
-    pub(crate) const INVALID_REQUIRED_ACKS: i16 = 21;
     pub(crate) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     pub(crate) const UNSUPPORTED_VERSION: i16 = 35;
     pub(crate) const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;

@@ -1,16 +1,28 @@
-//! The Kafka front end (docs/kafka.md), built in steps: this step holds the parts below the
-//! connection, each tested on its own; the listener and the request handlers that use them
-//! land next, and until then nothing serves Kafka.
+//! The Kafka front end (docs/kafka.md): the Kafka wire protocol on its own address
+//! (`kafka.listen`), over the same node core as HTTP and Flight.
 //!
-//! Files: `wire` (a reader of request bodies that never allocates by a declared count),
-//! `requests` (the request bodies we serve, per version), `versions` (the APIs and versions
-//! served, ApiVersions), `records` (Kafka record batches, decoded and encoded, compression
-//! within a budget), `table` (the Kafka schema and rows to records), `errors` (node errors as
-//! Kafka codes).
+//! Files: `listener` (accepts connections), `connection` (frames, in-order answers, the
+//! Produce chain), `wire` (a reader of request bodies that never allocates by a declared
+//! count), `requests` (the request bodies we serve, per version), `versions` (the APIs and
+//! versions served, ApiVersions), `records` (Kafka record batches, decoded and encoded,
+//! compression within a budget), `table` (the Kafka schema and rows to records), `errors`
+//! (node errors as Kafka codes), `state` (what a connection's requests share), and one file per
+//! API: `metadata`, `producer_id` (InitProducerId), `produce`, `offsets` (ListOffsets),
+//! `fetch`.
 
+mod connection;
 mod errors;
+mod fetch;
+mod listener;
+mod metadata;
+mod offsets;
+mod produce;
+mod producer_id;
 mod records;
 mod requests;
+mod state;
 mod table;
 mod versions;
 mod wire;
+
+pub(crate) use listener::start;

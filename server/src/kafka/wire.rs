@@ -32,6 +32,7 @@ impl Reader {
     }
 
     /// Bytes not read yet.
+    #[cfg(test)]
     pub(crate) fn remaining(&self) -> usize {
         self.buf.remaining()
     }
@@ -183,10 +184,6 @@ impl Reader {
         }
         Ok(())
     }
-
-    /// Ends the body; bytes after the last field are ignored, as brokers do (a newer client's
-    /// fields this version does not know).
-    pub(crate) fn finish(self) {}
 }
 
 #[cfg(test)]

@@ -285,6 +285,24 @@ impl NodeBuilder {
             },
             None => None,
         };
+        let kafka = match settings.kafka.listen {
+            Some(kafka_addr) => match crate::kafka::start(core.clone(), kafka_addr).await {
+                Ok(kafka) => Some(kafka),
+                Err(source) => {
+                    server.task.abort();
+                    if let Some(flight) = &flight {
+                        flight.server.task.abort();
+                    }
+                    background.abort();
+                    releases.abort();
+                    return Err(NodeError::Listen {
+                        addr: kafka_addr,
+                        source,
+                    });
+                }
+            },
+            None => None,
+        };
         let tls = settings.http.tls.enabled();
         let url = settings
             .cluster
@@ -296,6 +314,9 @@ impl NodeBuilder {
             server.task.abort();
             if let Some(flight) = &flight {
                 flight.server.task.abort();
+            }
+            if let Some(kafka) = &kafka {
+                kafka.task.abort();
             }
             background.abort();
             releases.abort();
@@ -333,6 +354,7 @@ impl NodeBuilder {
         tracing::info!(
             %addr,
             flight = flight.as_ref().map(|f| f.url.as_str()),
+            kafka = ?kafka.as_ref().map(|k| k.addr),
             node = %settings.node_id,
             member = %membership.member(),
             storage = ?settings.storage.backend,
@@ -342,11 +364,13 @@ impl NodeBuilder {
         Ok(Node {
             addr,
             flight_addr: flight.as_ref().map(|f| f.server.addr),
+            kafka_addr: kafka.as_ref().map(|k| k.addr),
             core,
             engine,
             membership: Some(membership),
             server: Some(server.task),
             flight: flight.map(|f| f.server.task),
+            kafka: kafka.map(|k| k.task),
             background,
             releases,
             cluster_tasks,
@@ -360,6 +384,8 @@ pub struct Node {
     addr: SocketAddr,
     /// Where the Flight front end listens, when it does.
     flight_addr: Option<SocketAddr>,
+    /// Where the Kafka front end listens, when it does.
+    kafka_addr: Option<SocketAddr>,
     core: Arc<NodeCore>,
     engine: Engine,
     /// This life of the node in the cluster; taken when it leaves.
@@ -367,6 +393,8 @@ pub struct Node {
     server: Option<JoinHandle<std::io::Result<()>>>,
     /// The Flight front end's server, when it listens.
     flight: Option<JoinHandle<std::io::Result<()>>>,
+    /// The Kafka front end's accept loop, when it listens.
+    kafka: Option<JoinHandle<std::io::Result<()>>>,
     /// The core's background work (dropped-table cleanup, retention); stops with the shutdown
     /// signal.
     background: JoinHandle<()>,
@@ -400,6 +428,11 @@ impl Node {
     /// The address the Flight front end listens on, when it does (`flight.listen`).
     pub fn flight_addr(&self) -> Option<SocketAddr> {
         self.flight_addr
+    }
+
+    /// The address the Kafka front end listens on, when it does (`kafka.listen`).
+    pub fn kafka_addr(&self) -> Option<SocketAddr> {
+        self.kafka_addr
     }
 
     /// `http://{addr}`, or `https://{addr}` when the API is served over TLS.
@@ -463,7 +496,11 @@ impl Node {
         self.core.shutdown_signal().cancel();
         let grace = self.core.settings().http.shutdown_grace;
         let deadline = tokio::time::Instant::now() + grace;
-        let servers = [("HTTP", self.server.take()), ("Flight", self.flight.take())];
+        let servers = [
+            ("HTTP", self.server.take()),
+            ("Flight", self.flight.take()),
+            ("Kafka", self.kafka.take()),
+        ];
         for (name, server) in servers {
             let Some(server) = server else { continue };
             match tokio::time::timeout_at(deadline, server).await {
@@ -570,7 +607,7 @@ impl Node {
 
     /// Stops without closing anything, as a crash would (tests of recovery).
     pub fn abort(mut self) {
-        for server in [self.server.take(), self.flight.take()]
+        for server in [self.server.take(), self.flight.take(), self.kafka.take()]
             .into_iter()
             .flatten()
         {

@@ -67,6 +67,11 @@
 //! listen = "127.0.0.1:8815"
 //! max_message_bytes = 16777216
 //! ...
+//!
+//! [kafka]                  # the Kafka front end (docs/kafka.md); listen = "none" turns it off
+//! listen = "127.0.0.1:9092"
+//! # advertise = "broker.example:9092"
+//! ...
 //! ```
 
 mod auth;
@@ -76,6 +81,7 @@ mod cluster;
 mod cors;
 mod flight;
 mod http;
+mod kafka;
 mod limits;
 pub mod listen;
 mod node;
@@ -98,6 +104,7 @@ pub use cluster::ClusterSettings;
 pub use cors::CorsSettings;
 pub use flight::{DEFAULT_FLIGHT_PORT, FlightSettings};
 pub use http::HttpSettings;
+pub use kafka::{DEFAULT_KAFKA_PORT, KafkaSettings};
 pub use limits::LimitsSettings;
 pub use node::NodeSettings;
 pub use retention::{
@@ -137,6 +144,8 @@ pub struct Settings {
     pub cluster: ClusterSettings,
     /// The Arrow Flight front end: where it listens, its limits.
     pub flight: FlightSettings,
+    /// The Kafka front end: where it listens, its limits.
+    pub kafka: KafkaSettings,
     /// The node's default retention policy and the retention task's cadence.
     pub retention: RetentionSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
@@ -164,6 +173,7 @@ impl Default for Settings {
             node: NodeSettings::default(),
             cluster: ClusterSettings::default(),
             flight: FlightSettings::default(),
+            kafka: KafkaSettings::default(),
             retention: RetentionSettings::default(),
             engine: EngineSettings::default(),
             tablet: TabletSettings::default(),
@@ -213,6 +223,7 @@ impl Settings {
         self.node.validate()?;
         self.cluster.validate()?;
         self.flight.validate()?;
+        self.kafka.validate()?;
         self.retention.validate()?;
         self.metadata.validate()?;
         if let Some(chaos) = &self.chaos {

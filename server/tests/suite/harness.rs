@@ -43,6 +43,7 @@ pub fn embedded(_test: &str) -> Backend {
 fn test_settings(mut settings: Settings) -> Settings {
     settings.listen = "127.0.0.1:0".parse().expect("address");
     settings.flight.listen = None;
+    settings.kafka.listen = None;
     settings.http.sse_recycle = Duration::from_millis(1500);
     settings.http.sse_heartbeat = Duration::from_millis(200);
     settings

@@ -226,6 +226,7 @@ pub async fn retention_by_age(backend: Backend) {
     let mut settings = backend.settings.clone();
     settings.listen = "127.0.0.1:0".parse().expect("address");
     settings.flight.listen = None;
+    settings.kafka.listen = None;
     settings.engine.compaction.delete_grace = Duration::ZERO;
     let start = super::data::chrono_ms();
     let clock = Arc::new(ManualClock::new(start));

@@ -24,6 +24,7 @@ fn settings(dir: &Path) -> Settings {
         ..Settings::default()
     };
     settings.flight.listen = None;
+    settings.kafka.listen = None;
     settings
 }
 

@@ -4,10 +4,12 @@
 //! - `pyarrow`: `pyarrow.flight` (tests/clients/pyarrow_flight.py) over the Flight front end.
 //! - `chromium`: headless Chromium running a page from another origin (CORS, EventSource).
 //! - `dashboard`: the built-in dashboard in headless Chromium, driven by ChromeDriver.
+//! - `kcat`: kcat (librdkafka) over the Kafka front end.
 //! - `openapi`: the API's OpenAPI document through `openapi-spec-validator`.
 
 mod chromium;
 mod dashboard;
+mod kcat;
 mod openapi;
 mod pyarrow;
 
@@ -18,6 +20,7 @@ async fn memory_node(tweak: impl FnOnce(&mut mink_server::Settings)) -> mink_ser
         ..mink_server::Settings::default()
     };
     settings.flight.listen = None;
+    settings.kafka.listen = None;
     tweak(&mut settings);
     mink_server::Node::builder()
         .settings(settings)

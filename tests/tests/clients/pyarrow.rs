@@ -21,6 +21,7 @@ async fn start(dir: &Path, create: bool, settings: impl FnOnce(&mut Settings)) -
         ..Settings::default()
     };
     s.flight.listen = Some("127.0.0.1:0".parse().unwrap());
+    s.kafka.listen = None;
     s.flight.heartbeat_interval = Duration::from_millis(300);
     settings(&mut s);
     let store = ObjectStoreBackend::local(dir.join("objects")).unwrap();

@@ -50,6 +50,8 @@ struct SettingsFlags {
     #[command(flatten)]
     flight: FlightFlags,
     #[command(flatten)]
+    kafka: KafkaFlags,
+    #[command(flatten)]
     auth: AuthFlags,
     #[command(flatten)]
     tablet: TabletFlags,
@@ -165,6 +167,28 @@ struct FlightFlags {
         value_parser = listen_or_none
     )]
     listen: Option<String>,
+}
+
+/// `[kafka]`.
+#[derive(Debug, Args, Serialize)]
+#[command(next_help_heading = "Kafka")]
+struct KafkaFlags {
+    /// Address of the Kafka protocol, or `none` to turn it off [default: 127.0.0.1:9092].
+    #[arg(
+        id = "kafka_listen",
+        long = "kafka-listen",
+        value_name = "ADDRESS|none",
+        env = "MINK_KAFKA_LISTEN",
+        value_parser = listen_or_none
+    )]
+    listen: Option<String>,
+    /// `host:port` this broker names to Kafka clients [default: the bound address].
+    #[arg(
+        id = "kafka_advertise",
+        long = "kafka-advertise",
+        env = "MINK_KAFKA_ADVERTISE"
+    )]
+    advertise: Option<String>,
 }
 
 fn listen_or_none(text: &str) -> Result<String, String> {
@@ -465,6 +489,17 @@ mod tests {
         assert_eq!(settings.storage.s3.region, "eu-west-1");
         assert_eq!(settings.http.body.max_ndjson_bytes, 1024);
         assert_eq!(serve(&[]).settings().unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn kafka_listen_takes_an_address_or_none() {
+        let off = serve(&["--kafka-listen", "none"]).settings().unwrap();
+        assert_eq!(off.kafka.listen, None);
+        let other = serve(&["--kafka-listen", "127.0.0.1:0", "--kafka-advertise", "h:1"])
+            .settings()
+            .unwrap();
+        assert_eq!(other.kafka.listen, Some("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(other.kafka.advertise.as_deref(), Some("h:1"));
     }
 
     #[test]

@@ -1,0 +1,67 @@
+//! The Kafka listener: accepts connections within `kafka.max_connections` and serves each on
+//! its own task until the node shuts down.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use super::connection;
+use super::state::Kafka;
+use crate::core::NodeCore;
+
+/// A running Kafka front end.
+pub(crate) struct KafkaServer {
+    /// The address it listens on.
+    pub(crate) addr: SocketAddr,
+    /// The accept loop; it ends with the core's shutdown.
+    pub(crate) task: JoinHandle<std::io::Result<()>>,
+}
+
+/// Binds `addr` and serves Kafka until the core shuts down.
+pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Result<KafkaServer> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let (host, port) = match &core.settings().kafka.advertise {
+        Some(advertise) => {
+            let (host, port) = advertise.rsplit_once(':').unwrap_or((advertise, "9092"));
+            (host.to_owned(), port.parse().unwrap_or(9092))
+        }
+        None => (bound.ip().to_string(), i32::from(bound.port())),
+    };
+    let principal = core.authenticator().authenticate(None).ok();
+    let open = Arc::new(AtomicUsize::new(0));
+    let limit = core.settings().kafka.max_connections;
+    let task = tokio::spawn(async move {
+        let shutdown = core.shutdown_signal().clone();
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                () = shutdown.cancelled() => return Ok(()),
+            };
+            let Ok((stream, peer)) = accepted else {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            };
+            let Some(principal) = principal.clone() else {
+                tracing::warn!(%peer, "kafka: the node requires tokens and SASL is not served yet; connection closed");
+                continue;
+            };
+            if open.fetch_add(1, Ordering::AcqRel) >= limit {
+                open.fetch_sub(1, Ordering::AcqRel);
+                tracing::debug!(%peer, limit, "kafka: kafka.max_connections reached; connection closed");
+                continue;
+            }
+            let kafka = Kafka::new(core.clone(), host.clone(), port, principal);
+            let open = open.clone();
+            tokio::spawn(async move {
+                connection::serve(kafka, stream).await;
+                open.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+    });
+    tracing::info!(%bound, "kafka front end listening");
+    Ok(KafkaServer { addr: bound, task })
+}

@@ -1,0 +1,86 @@
+//! Metadata: every table is a topic, its buckets the partitions, this broker the leader of each
+//! (docs/kafka.md, "Mapping"; in a cluster, each owner: later).
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::errors::{code, code_of};
+use super::requests::MetadataRequest;
+use super::state::Kafka;
+use crate::catalog::TableInfo;
+
+/// This broker's id while a node is alone.
+const BROKER_ID: i32 = 0;
+
+/// Answers a Metadata request.
+pub(crate) async fn metadata(kafka: &Kafka, request: MetadataRequest) -> MetadataResponse {
+    let catalog = kafka.core().catalog();
+    let names: Vec<Option<String>> = match request.topics {
+        Some(names) => names,
+        None => match catalog.list().await {
+            Ok(tables) => tables
+                .into_iter()
+                .filter(|t| {
+                    kafka
+                        .principal()
+                        .check(crate::auth::Action::Read, Some(&t.name))
+                        .is_ok()
+                })
+                .map(|t| Some(t.name))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "kafka metadata: listing tables failed");
+                Vec::new()
+            }
+        },
+    };
+    let mut topics = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(name) = name else {
+            // Asked by topic id, which Mink does not give topics.
+            topics.push(
+                MetadataResponseTopic::default().with_error_code(code::UNKNOWN_TOPIC_OR_PARTITION),
+            );
+            continue;
+        };
+        let topic = MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+        let allowed = kafka
+            .principal()
+            .check(crate::auth::Action::Read, Some(&name));
+        let info = match allowed {
+            Ok(()) => catalog.get(&name).await,
+            Err(e) => Err(e),
+        };
+        topics.push(match info {
+            Ok(info) => topic.with_partitions(partitions(&info)),
+            Err(e) => topic.with_error_code(code_of(&e)),
+        });
+    }
+    MetadataResponse::default()
+        .with_brokers(vec![
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(BROKER_ID))
+                .with_host(StrBytes::from_string(kafka.host.clone()))
+                .with_port(kafka.port),
+        ])
+        .with_cluster_id(Some(StrBytes::from_static_str("mink")))
+        .with_controller_id(BrokerId(BROKER_ID))
+        .with_topics(topics)
+}
+
+fn partitions(info: &TableInfo) -> Vec<MetadataResponsePartition> {
+    (0..info.record().bucket_count)
+        .map(|bucket| {
+            MetadataResponsePartition::default()
+                .with_partition_index(i32::try_from(bucket).unwrap_or(i32::MAX))
+                .with_leader_id(BrokerId(BROKER_ID))
+                .with_leader_epoch(-1)
+                .with_replica_nodes(vec![BrokerId(BROKER_ID)])
+                .with_isr_nodes(vec![BrokerId(BROKER_ID)])
+        })
+        .collect()
+}

@@ -1,0 +1,148 @@
+//! Produce: each partition's Kafka batches become Mink batches of the table's Kafka schema, one
+//! append per partition (docs/kafka.md, "Mapping" and "Idempotent producers").
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use mink_codec::BatchMeta;
+
+use super::errors::code_of;
+use super::records::{Batch, decode_batches};
+use super::requests::ProduceRequest;
+use super::state::Kafka;
+use super::table::KafkaColumns;
+use crate::catalog::TableInfo;
+use crate::error::{ApiError, ApiResult};
+use crate::format::encode_rows;
+
+/// What one partition's append gave.
+struct Appended {
+    base_offset: i64,
+    log_start: i64,
+}
+
+/// Answers a Produce; every partition is appended in request order.
+pub(crate) async fn produce(kafka: &Kafka, request: ProduceRequest) -> ProduceResponse {
+    let mut budget = kafka.settings().max_decompressed_bytes;
+    let mut responses = Vec::with_capacity(request.topics.len());
+    for (topic, partitions) in request.topics {
+        let mut answers = Vec::with_capacity(partitions.len());
+        for (index, records) in partitions {
+            let outcome = if request.transactional_id.is_some() {
+                Err(ApiError::bad_request(
+                    "transactions are not served: produce without a transactional id",
+                ))
+            } else {
+                append(
+                    kafka,
+                    &topic,
+                    index,
+                    records.unwrap_or_default(),
+                    &mut budget,
+                )
+                .await
+            };
+            let answer = PartitionProduceResponse::default().with_index(index);
+            answers.push(match outcome {
+                Ok(done) => answer
+                    .with_base_offset(done.base_offset)
+                    .with_log_append_time_ms(-1)
+                    .with_log_start_offset(done.log_start),
+                Err(e) => {
+                    tracing::debug!(topic, partition = index, error = %e, "kafka produce refused");
+                    answer
+                        .with_error_code(code_of(&e))
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                }
+            });
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(TopicName(StrBytes::from_string(topic)))
+                .with_partition_responses(answers),
+        );
+    }
+    ProduceResponse::default().with_responses(responses)
+}
+
+/// Appends one partition's batches.
+async fn append(
+    kafka: &Kafka,
+    topic: &str,
+    index: i32,
+    records: Bytes,
+    budget: &mut usize,
+) -> ApiResult<Appended> {
+    kafka
+        .principal()
+        .check(crate::auth::Action::Write, Some(topic))?;
+    let core = kafka.core();
+    let info = core.catalog().get(topic).await?;
+    let log = kafka.partition(&info, index).await?;
+    let batches = decode_batches(records, budget).map_err(|e| ApiError::InvalidBatch {
+        message: e.to_string(),
+    })?;
+    if batches.is_empty() {
+        return Err(ApiError::InvalidBatch {
+            message: "the partition's records hold no batch".to_owned(),
+        });
+    }
+    let request = encode(&info, &batches)?;
+    let outcome = core.append(log.as_ref(), request).await?;
+    Ok(Appended {
+        base_offset: i64::try_from(outcome.base_offset).unwrap_or(i64::MAX),
+        log_start: i64::try_from(log.offsets().log_start).unwrap_or(i64::MAX),
+    })
+}
+
+/// The Mink batches of `batches`, back to back, in the table's newest schema.
+fn encode(info: &Arc<TableInfo>, batches: &[Batch]) -> ApiResult<Bytes> {
+    let (schema_id, schema) = info.schemas.latest().ok_or_else(|| ApiError::Internal {
+        message: format!("table `{}` has no schema", info.name()),
+    })?;
+    let columns = KafkaColumns::of(&schema).ok_or_else(|| {
+        ApiError::invalid(
+            "invalid_rows",
+            format!(
+                "table `{}` is not a Kafka table (key, value, headers, timestamp; docs/kafka.md): produce to it over HTTP or Flight",
+                info.name()
+            ),
+        )
+    })?;
+    let mut out = BytesMut::new();
+    for batch in batches {
+        if batch.transactional || batch.control {
+            return Err(ApiError::bad_request(
+                "transactional and control batches are not served",
+            ));
+        }
+        if batch.records.is_empty() {
+            return Err(ApiError::InvalidBatch {
+                message: "a batch with no records".to_owned(),
+            });
+        }
+        let rows = columns
+            .rows(&schema, &batch.records)
+            .map_err(|e| ApiError::invalid("invalid_rows", e))?;
+        let mut meta = BatchMeta::new(schema_id);
+        if batch.producer_id >= 0 {
+            let field = mink_codec::writer_field(batch.producer_id, batch.producer_epoch).ok_or(
+                ApiError::UnknownWriter {
+                    writer_id: batch.producer_id,
+                    high_mark: 0,
+                },
+            )?;
+            meta = meta
+                .with_writer(field, batch.base_sequence)
+                .counting_records();
+        }
+        out.extend_from_slice(&encode_rows(&rows, meta)?);
+    }
+    Ok(out.freeze())
+}
