@@ -82,6 +82,10 @@ async fn run(name: &str, store: Arc<dyn ObjectStorage>, n: usize, report: &mut S
             listen: None,
             ..Default::default()
         },
+        kafka: mink_server::settings::KafkaSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     let node = Node::builder()

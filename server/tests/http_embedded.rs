@@ -42,6 +42,10 @@ async fn faulty_node(store: &Arc<FaultyStorage>, tweak: impl FnOnce(&mut Setting
             listen: None,
             ..Default::default()
         },
+        kafka: mink_server::settings::KafkaSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     tweak(&mut settings);
@@ -284,6 +288,10 @@ async fn shutdown_finishes_appends_in_flight() {
                     listen: None,
                     ..Default::default()
                 },
+                kafka: mink_server::settings::KafkaSettings {
+                    listen: None,
+                    ..Default::default()
+                },
                 ..Settings::default()
             })
             .object_store(store.clone())
@@ -364,6 +372,10 @@ async fn the_node_runs_on_its_injected_clock() {
         .settings(Settings {
             listen: "127.0.0.1:0".parse().unwrap(),
             flight: mink_server::settings::FlightSettings {
+                listen: None,
+                ..Default::default()
+            },
+            kafka: mink_server::settings::KafkaSettings {
                 listen: None,
                 ..Default::default()
             },
@@ -497,6 +509,10 @@ async fn a_writer_id_from_another_node_is_accepted() {
             .settings(Settings {
                 listen: "127.0.0.1:0".parse().unwrap(),
                 flight: mink_server::settings::FlightSettings {
+                    listen: None,
+                    ..Default::default()
+                },
+                kafka: mink_server::settings::KafkaSettings {
                     listen: None,
                     ..Default::default()
                 },

@@ -33,6 +33,10 @@ async fn start(cert_file: PathBuf, key_file: PathBuf) -> Result<Node, NodeError>
             listen: None,
             ..Default::default()
         },
+        kafka: mink_server::settings::KafkaSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.http.tls.cert_file = Some(cert_file);

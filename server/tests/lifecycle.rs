@@ -217,6 +217,10 @@ fn memory_settings() -> Settings {
             listen: None,
             ..Default::default()
         },
+        kafka: mink_server::settings::KafkaSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.engine.wal.retry_deadline = Duration::from_millis(200);

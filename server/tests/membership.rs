@@ -22,6 +22,10 @@ fn settings(node_id: &str) -> Settings {
             listen: None,
             ..Default::default()
         },
+        kafka: mink_server::settings::KafkaSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.cluster.lease_ttl = Duration::from_secs(2);

@@ -35,6 +35,10 @@ async fn start_with(
             listen: None,
             ..Default::default()
         },
+        kafka: mink_server::settings::KafkaSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.cluster.lease_ttl = Duration::from_secs(2);
@@ -569,6 +573,10 @@ async fn a_table_dropped_through_any_node_is_gone_from_every_node() {
                 node_id: id.to_owned(),
                 listen: "127.0.0.1:0".parse().unwrap(),
                 flight: mink_server::settings::FlightSettings {
+                    listen: None,
+                    ..Default::default()
+                },
+                kafka: mink_server::settings::KafkaSettings {
                     listen: None,
                     ..Default::default()
                 },

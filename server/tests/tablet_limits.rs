@@ -119,6 +119,10 @@ async fn tablet_settings_limit_every_bucket_and_refusals_change_nothing() {
             listen: None,
             ..Default::default()
         },
+        kafka: mink_server::settings::KafkaSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     settings.tablet.max_rows_per_batch = 2;
@@ -204,6 +208,10 @@ async fn bad_tablet_settings_stop_the_node_at_start() {
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
         flight: mink_server::settings::FlightSettings {
+            listen: None,
+            ..Default::default()
+        },
+        kafka: mink_server::settings::KafkaSettings {
             listen: None,
             ..Default::default()
         },

@@ -664,6 +664,10 @@ async fn start_node() -> Node {
             listen: None,
             ..Default::default()
         },
+        kafka: mink_server::settings::KafkaSettings {
+            listen: None,
+            ..Default::default()
+        },
         ..Settings::default()
     };
     Node::builder()
