@@ -16,6 +16,7 @@
 //! | `mink/writers/{table}/{partition}/{bucket}` | [`crate::WriterSnapshot`] |
 //! | `mink/assign/{table}/{partition}/{bucket}` | [`crate::BucketAssignment`] (`{table}` as in the writer keys) |
 //! | `mink/recovery/{member}` | [`crate::RecoveryClaim`] on a dead member's WAL |
+//! | `mink/kafka-offsets/{group}/{table}/{partition}` | [`crate::GroupOffset`]: a Kafka consumer group's committed offset (`{group}` as [`group_segment`], `{table}` as in the writer keys) |
 //!
 //! `{table}` in tablet keys (the writer snapshots here, the tablet registry of `mink-tablet`) is
 //! [`table_segment`]: the name for incarnation 0, `{name}@{n}` after, so a table created again
@@ -49,6 +50,8 @@ pub const INCARNATIONS: &str = "mink/incarnations/";
 pub const BROKER_IDS: &str = "mink/broker-ids/";
 /// Prefix of writer snapshots.
 pub const WRITERS: &str = "mink/writers/";
+/// Prefix of Kafka consumer groups' committed offsets.
+pub const GROUP_OFFSETS: &str = "mink/kafka-offsets/";
 /// Prefix of dropped tables' tombstones.
 pub const DROPPED: &str = "mink/dropped/";
 
@@ -124,6 +127,48 @@ pub fn recovery(member: &str) -> String {
 /// Key of a writer snapshot.
 pub fn writer(table: &str, partition: &str, bucket: u32) -> String {
     format!("{WRITERS}{table}/{partition}/{bucket}")
+}
+
+/// A Kafka group id as one key segment: ASCII letters, digits, `.`, `_` and `-` as they are,
+/// every other byte as `%XX` (group ids are any string a client picks).
+pub fn group_segment(group: &str) -> String {
+    let mut out = String::with_capacity(group.len());
+    for b in group.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The group id of a [`group_segment`].
+pub fn group_of_segment(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Prefix of one Kafka group's committed offsets.
+pub fn group_offsets(group: &str) -> String {
+    format!("{GROUP_OFFSETS}{}/", group_segment(group))
+}
+
+/// Key of a Kafka group's committed offset of one partition (`table` as [`table_segment`]).
+pub fn group_offset(group: &str, table: &str, partition: u32) -> String {
+    format!("{}{table}/{partition:010}", group_offsets(group))
 }
 
 /// Checks a name used as one key segment (table, partition, node): non-empty, no `/`.

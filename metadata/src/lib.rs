@@ -35,11 +35,12 @@ pub use kv::{
 };
 pub use lease::{LeaseSession, SessionState};
 pub use log::{
-    AssignmentMove, ClaimOutcome, CommitOutcome, CommitRequest, Metadata, MetadataOptions,
+    AssignmentMove, ClaimOutcome, CommitOutcome, CommitRequest, CommittedOffset, Metadata,
+    MetadataOptions,
     RebuildChanges, RebuildWritten, WalCompacted,
 };
 pub use records::{
-    BucketAssignment, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim, RetentionPolicy,
+    BucketAssignment, GroupOffset, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim, RetentionPolicy,
     StreamRange, StreamRecord, StreamState, TableRecord, WalReservation, WriterSnapshot,
     is_life_of, member_id,
 };

@@ -279,6 +279,19 @@ pub struct RecoveryClaim {
     pub done: bool,
 }
 
+/// A Kafka consumer group's committed offset of one partition (docs/kafka.md, "Consumer
+/// groups").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupOffset {
+    /// The next offset the group will consume.
+    pub offset: i64,
+    /// The client's metadata string, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<String>,
+    /// When it was committed (milliseconds since the epoch).
+    pub committed_at_ms: u64,
+}
+
 /// A writer-window snapshot of one bucket, taken at `offset`; the bytes are the tablet's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterSnapshot {
@@ -308,6 +321,7 @@ json_record!(WalReservation, RecordKind::WalReservation);
 json_record!(NodeRecord, RecordKind::Node);
 json_record!(BucketAssignment, RecordKind::Assignment);
 json_record!(RecoveryClaim, RecordKind::Recovery);
+json_record!(GroupOffset, RecordKind::GroupOffset);
 
 impl MetaRecord for ObjectRecord {
     const KIND: RecordKind = RecordKind::Object;

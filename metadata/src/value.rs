@@ -52,6 +52,8 @@ pub enum RecordKind {
     Assignment = 8,
     /// [`crate::RecoveryClaim`].
     Recovery = 9,
+    /// [`crate::GroupOffset`].
+    GroupOffset = 10,
 }
 
 /// A record stored as one metadata value.

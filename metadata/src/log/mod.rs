@@ -20,6 +20,7 @@
 
 mod cas;
 mod commit;
+mod group_offsets;
 mod index_follower;
 mod nodes;
 mod read;
@@ -41,6 +42,7 @@ use crate::index::ObjectIndex;
 use crate::kv::MetaKv;
 
 pub use commit::{CommitOutcome, CommitRequest};
+pub use group_offsets::CommittedOffset;
 pub use rebuild::{RebuildChanges, RebuildWritten};
 pub use recovery::ClaimOutcome;
 pub use tables::AssignmentMove;

@@ -19,6 +19,25 @@ pub(crate) mod code {
     pub(crate) const UNKNOWN_PRODUCER_ID: i16 = 59;
     pub(crate) const INVALID_TIMESTAMP: i16 = 32;
     pub(crate) const INVALID_RECORD: i16 = 87;
+    pub(crate) const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub(crate) const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub(crate) const ILLEGAL_GENERATION: i16 = 22;
+    pub(crate) const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    pub(crate) const INVALID_GROUP_ID: i16 = 24;
+    pub(crate) const UNKNOWN_MEMBER_ID: i16 = 25;
+    pub(crate) const INVALID_SESSION_TIMEOUT: i16 = 26;
+    pub(crate) const REBALANCE_IN_PROGRESS: i16 = 27;
+    pub(crate) const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+    pub(crate) const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub(crate) const INVALID_PARTITIONS: i16 = 37;
+    pub(crate) const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub(crate) const INVALID_CONFIG: i16 = 40;
+    pub(crate) const INVALID_REQUEST: i16 = 42;
+    pub(crate) const POLICY_VIOLATION: i16 = 44;
+    pub(crate) const MEMBER_ID_REQUIRED: i16 = 79;
+    pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;
+    pub(crate) const UNKNOWN_TOPIC_ID: i16 = 100;
 }
 
 /// The code of a node error.

@@ -147,6 +147,12 @@ impl Reader {
         Ok(Some(self.buf.split_to(n)))
     }
 
+    /// Bytes that must not be null.
+    pub(crate) fn bytes(&mut self) -> WireResult<Bytes> {
+        self.nullable_bytes()?
+            .ok_or_else(|| WireError("a required byte string is null".to_owned()))
+    }
+
     /// An array decoded element by element; null reads as empty.
     pub(crate) fn array<T>(
         &mut self,

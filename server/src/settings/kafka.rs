@@ -35,6 +35,39 @@ pub struct KafkaSettings {
     /// 10 minutes (Kafka's `connections.max.idle.ms`).
     #[serde(rename = "idle_timeout_ms", with = "mink_runtime::duration_ms")]
     pub idle_timeout: Duration,
+    /// Whether a produce to (or a Metadata request with auto-creation for) a topic that does
+    /// not exist creates it with the Kafka schema (`auto_create_topics`, Kafka's
+    /// `auto.create.topics.enable`). Default off.
+    pub auto_create_topics: bool,
+    /// Partitions (buckets) of a topic created without a count: CreateTopics with -1, or
+    /// auto-created (`default_partitions`). Default 1.
+    pub default_partitions: u32,
+    /// How long a consumer group that was empty waits for more members before its first
+    /// rebalance completes (`group_initial_rebalance_delay_ms`). Default 3 s (Kafka's
+    /// `group.initial.rebalance.delay.ms`).
+    #[serde(
+        rename = "group_initial_rebalance_delay_ms",
+        with = "mink_runtime::duration_ms"
+    )]
+    pub group_initial_rebalance_delay: Duration,
+    /// The shortest session timeout a consumer may ask for (`group_min_session_timeout_ms`).
+    /// Default 6 s (Kafka's).
+    #[serde(
+        rename = "group_min_session_timeout_ms",
+        with = "mink_runtime::duration_ms"
+    )]
+    pub group_min_session_timeout: Duration,
+    /// The longest session timeout a consumer may ask for (`group_max_session_timeout_ms`).
+    /// Default 30 minutes (Kafka's).
+    #[serde(
+        rename = "group_max_session_timeout_ms",
+        with = "mink_runtime::duration_ms"
+    )]
+    pub group_max_session_timeout: Duration,
+    /// Consumer groups with members on this node at once (`max_groups`). Default 10 000.
+    pub max_groups: usize,
+    /// Members of one consumer group (`max_group_members`). Default 1000.
+    pub max_group_members: usize,
 }
 
 impl Default for KafkaSettings {
@@ -47,6 +80,13 @@ impl Default for KafkaSettings {
             max_inflight_requests: 16,
             max_connections: 10_000,
             idle_timeout: Duration::from_secs(600),
+            auto_create_topics: false,
+            default_partitions: 1,
+            group_initial_rebalance_delay: Duration::from_secs(3),
+            group_min_session_timeout: Duration::from_secs(6),
+            group_max_session_timeout: Duration::from_secs(1800),
+            max_groups: 10_000,
+            max_group_members: 1000,
         }
     }
 }
@@ -59,6 +99,9 @@ impl KafkaSettings {
             ("kafka.max_decompressed_bytes", self.max_decompressed_bytes),
             ("kafka.max_inflight_requests", self.max_inflight_requests),
             ("kafka.max_connections", self.max_connections),
+            ("kafka.default_partitions", self.default_partitions as usize),
+            ("kafka.max_groups", self.max_groups),
+            ("kafka.max_group_members", self.max_group_members),
         ];
         if let Some((name, _)) = counts.iter().find(|(_, n)| *n == 0) {
             return Err(format!("{name} must be at least 1"));
@@ -68,6 +111,12 @@ impl KafkaSettings {
         }
         if self.max_inflight_requests > 1024 {
             return Err("kafka.max_inflight_requests must be at most 1024".to_owned());
+        }
+        if self.group_min_session_timeout > self.group_max_session_timeout {
+            return Err(
+                "kafka.group_min_session_timeout_ms must not be above kafka.group_max_session_timeout_ms"
+                    .to_owned(),
+            );
         }
         if self.idle_timeout.is_zero() {
             return Err("kafka.idle_timeout_ms must be at least 1".to_owned());

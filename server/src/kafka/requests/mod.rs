@@ -211,6 +211,11 @@ pub(crate) fn fetch(r: &mut Reader, version: i16) -> WireResult<FetchRequest> {
     })
 }
 
+mod groups;
+mod topics;
+
+pub(crate) use groups::*;
+pub(crate) use topics::*;
+
 #[cfg(test)]
-#[path = "requests_tests.rs"]
 mod tests;
