@@ -36,11 +36,10 @@ pub use kv::{
 pub use lease::{LeaseSession, SessionState};
 pub use log::{
     AssignmentMove, ClaimOutcome, CommitOutcome, CommitRequest, CommittedOffset, Metadata,
-    MetadataOptions,
-    RebuildChanges, RebuildWritten, WalCompacted,
+    MetadataOptions, RebuildChanges, RebuildWritten, WalCompacted,
 };
 pub use records::{
-    BucketAssignment, GroupOffset, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim, RetentionPolicy,
-    StreamRange, StreamRecord, StreamState, TableRecord, WalReservation, WriterSnapshot,
-    is_life_of, member_id,
+    BucketAssignment, GroupOffset, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim,
+    RetentionPolicy, StreamRange, StreamRecord, StreamState, TableRecord, WalReservation,
+    WriterSnapshot, is_life_of, member_id,
 };

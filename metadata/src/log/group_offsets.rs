@@ -138,20 +138,38 @@ mod tests {
             .unwrap();
         let mut all = metadata.group_offsets(odd).await.unwrap();
         all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-        let got: Vec<(String, u32, i64)> = all.into_iter().map(|(t, p, o)| (t, p, o.offset)).collect();
+        let got: Vec<(String, u32, i64)> =
+            all.into_iter().map(|(t, p, o)| (t, p, o.offset)).collect();
         assert_eq!(
             got,
-            vec![("t".into(), 0, 5), ("t".into(), 1, 11), ("u@2".into(), 0, 1)]
+            vec![
+                ("t".into(), 0, 5),
+                ("t".into(), 1, 11),
+                ("u@2".into(), 0, 1)
+            ]
         );
         assert_eq!(
-            metadata.group_offset("other", "t", 0).await.unwrap().unwrap().offset,
+            metadata
+                .group_offset("other", "t", 0)
+                .await
+                .unwrap()
+                .unwrap()
+                .offset,
             100
         );
         assert_eq!(metadata.group_offset("other", "t", 1).await.unwrap(), None);
         let mut groups = metadata.groups_with_offsets().await.unwrap();
         groups.sort();
         assert_eq!(groups, vec!["other".to_owned(), odd.to_owned()]);
-        assert_eq!(keys::group_of_segment(&keys::group_segment(odd)).unwrap(), odd);
-        assert!(metadata.put_group_offsets("g", &[("a/b".into(), 0, offset(1))]).await.is_err());
+        assert_eq!(
+            keys::group_of_segment(&keys::group_segment(odd)).unwrap(),
+            odd
+        );
+        assert!(
+            metadata
+                .put_group_offsets("g", &[("a/b".into(), 0, offset(1))])
+                .await
+                .is_err()
+        );
     }
 }

@@ -9,7 +9,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::connection;
-use super::state::Kafka;
+use super::groups::Coordinator;
+use super::state::{Kafka, Shared};
 use crate::core::NodeCore;
 
 /// A running Kafka front end.
@@ -32,6 +33,14 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
         None => (bound.ip().to_string(), i32::from(bound.port())),
     };
     let principal = core.authenticator().authenticate(None).ok();
+    let groups = Coordinator::new(&core.settings().kafka);
+    groups.start_ticking(core.shutdown_signal().clone());
+    let shared = Shared {
+        core: core.clone(),
+        host,
+        port,
+        groups,
+    };
     let open = Arc::new(AtomicUsize::new(0));
     let limit = core.settings().kafka.max_connections;
     let task = tokio::spawn(async move {
@@ -54,7 +63,7 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
                 tracing::debug!(%peer, limit, "kafka: kafka.max_connections reached; connection closed");
                 continue;
             }
-            let kafka = Kafka::new(core.clone(), host.clone(), port, principal);
+            let kafka = Kafka::new(&shared, principal, peer);
             let open = open.clone();
             tokio::spawn(async move {
                 connection::serve(kafka, stream).await;

@@ -9,11 +9,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::errors::{code, code_of};
 use super::requests::MetadataRequest;
-use super::state::Kafka;
+use super::state::{BROKER_ID, Kafka};
 use crate::catalog::TableInfo;
-
-/// This broker's id while a node is alone.
-const BROKER_ID: i32 = 0;
 
 /// Answers a Metadata request.
 pub(crate) async fn metadata(kafka: &Kafka, request: MetadataRequest) -> MetadataResponse {
@@ -52,6 +49,9 @@ pub(crate) async fn metadata(kafka: &Kafka, request: MetadataRequest) -> Metadat
             .principal()
             .check(crate::auth::Action::Read, Some(&name));
         let info = match allowed {
+            Ok(()) if request.allow_auto_topic_creation => {
+                super::topics::table_or_create(kafka, &name).await
+            }
             Ok(()) => catalog.get(&name).await,
             Err(e) => Err(e),
         };

@@ -11,8 +11,10 @@
 //! `fetch`.
 
 mod connection;
+mod dispatch;
 mod errors;
 mod fetch;
+mod groups;
 mod listener;
 mod metadata;
 mod offsets;
@@ -22,6 +24,7 @@ mod records;
 mod requests;
 mod state;
 mod table;
+mod topics;
 mod versions;
 mod wire;
 

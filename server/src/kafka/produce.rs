@@ -83,7 +83,7 @@ async fn append(
         .principal()
         .check(crate::auth::Action::Write, Some(topic))?;
     let core = kafka.core();
-    let info = core.catalog().get(topic).await?;
+    let info = super::topics::table_or_create(kafka, topic).await?;
     let log = kafka.partition(&info, index).await?;
     let batches = decode_batches(records, budget).map_err(|e| ApiError::InvalidBatch {
         message: e.to_string(),

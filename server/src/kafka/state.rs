@@ -1,8 +1,10 @@
 //! What every request of the Kafka front end shares: the node core, this broker's address, the
 //! connection's principal.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use super::groups::Coordinator;
 use crate::auth::Principal;
 use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
@@ -18,16 +20,43 @@ pub(crate) struct Kafka {
     pub(crate) host: String,
     pub(crate) port: i32,
     principal: Principal,
+    /// The client's address.
+    pub(crate) peer: SocketAddr,
+    groups: Arc<Coordinator>,
 }
 
+/// What the connections of one Kafka front end share.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) core: Arc<NodeCore>,
+    pub(crate) host: String,
+    pub(crate) port: i32,
+    pub(crate) groups: Arc<Coordinator>,
+}
+
+/// This broker's id while a node is alone.
+pub(crate) const BROKER_ID: i32 = 0;
+
 impl Kafka {
-    pub(crate) fn new(core: Arc<NodeCore>, host: String, port: i32, principal: Principal) -> Self {
+    pub(crate) fn new(shared: &Shared, principal: Principal, peer: SocketAddr) -> Self {
         Kafka {
-            core,
-            host,
-            port,
+            core: shared.core.clone(),
+            host: shared.host.clone(),
+            port: shared.port,
             principal,
+            peer,
+            groups: shared.groups.clone(),
         }
+    }
+
+    /// The group coordinator.
+    pub(crate) fn groups(&self) -> &Coordinator {
+        &self.groups
+    }
+
+    /// This broker's id in Metadata and FindCoordinator.
+    pub(crate) fn broker_id(&self) -> i32 {
+        BROKER_ID
     }
 
     pub(crate) fn core(&self) -> &Arc<NodeCore> {

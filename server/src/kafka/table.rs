@@ -21,7 +21,6 @@ fn header_fields() -> Fields {
 }
 
 /// The schema of a table created through Kafka (CreateTopics, the next step, creates with it).
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn kafka_schema() -> Schema {
     let header = Field::new("item", DataType::Struct(header_fields()), false);
     Schema::new(vec![

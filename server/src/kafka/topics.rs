@@ -25,23 +25,26 @@ type Refusal = (i16, String);
 pub(crate) async fn create_topics(
     kafka: &Kafka,
     request: CreateTopicsRequest,
+    version: i16,
 ) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.clone();
         let result = CreatableTopicResult::default()
-            .with_name(TopicName(StrBytes::from_string(name.clone())))
-            .with_num_partitions(-1)
-            .with_replication_factor(-1);
+            .with_name(TopicName(StrBytes::from_string(name.clone())));
         results.push(match create(kafka, topic, request.validate_only).await {
-            Ok(partitions) => {
-                tracing::info!(topic = name, partitions, "kafka: topic created");
-                result
-                    .with_num_partitions(partitions)
-                    .with_replication_factor(1)
-            }
+            // The partition count and replication factor are answered from version 5.
+            Ok(partitions) if version >= 5 => result
+                .with_num_partitions(partitions)
+                .with_replication_factor(1),
+            Ok(_) => result,
             Err((error_code, message)) => {
-                tracing::debug!(topic = name, error_code, message, "kafka: topic not created");
+                tracing::debug!(
+                    topic = name,
+                    error_code,
+                    message,
+                    "kafka: topic not created"
+                );
                 result
                     .with_error_code(error_code)
                     .with_error_message(Some(StrBytes::from_string(message)))
@@ -92,6 +95,7 @@ async fn create(kafka: &Kafka, topic: CreatableTopic, validate_only: bool) -> Re
     create_table(kafka, &topic.name, partitions, retention)
         .await
         .map_err(refuse)?;
+    tracing::info!(topic = topic.name, partitions, "kafka: topic created");
     Ok(i32::try_from(partitions).unwrap_or(-1))
 }
 
@@ -102,11 +106,17 @@ async fn create_table(
     partitions: u32,
     retention: Option<RetentionPolicy>,
 ) -> ApiResult<Arc<TableInfo>> {
-    let schema = JsonSchema::canonical(&kafka_schema());
+    let schema = JsonSchema::from_arrow(&kafka_schema());
     kafka
         .core()
         .catalog()
-        .create(name, &schema, partitions, vec!["default".to_owned()], retention)
+        .create(
+            name,
+            &schema,
+            partitions,
+            vec!["default".to_owned()],
+            retention,
+        )
         .await
 }
 
@@ -119,7 +129,11 @@ pub(crate) async fn table_or_create(kafka: &Kafka, name: &str) -> ApiResult<Arc<
             let partitions = kafka.settings().default_partitions;
             match create_table(kafka, name, partitions, None).await {
                 Ok(info) => {
-                    tracing::info!(topic = name, partitions, "kafka: topic created on first use");
+                    tracing::info!(
+                        topic = name,
+                        partitions,
+                        "kafka: topic created on first use"
+                    );
                     Ok(info)
                 }
                 // Created by another request in the meantime.
@@ -161,7 +175,9 @@ fn retention(configs: &[(String, Option<String>)]) -> Result<Option<RetentionPol
             _ => {
                 return Err((
                     code::INVALID_CONFIG,
-                    format!("topic config {name}={value} is not served (retention.ms, retention.bytes and cleanup.policy=delete are)"),
+                    format!(
+                        "topic config {name}={value} is not served (retention.ms, retention.bytes and cleanup.policy=delete are)"
+                    ),
                 ));
             }
         }
@@ -194,6 +210,7 @@ fn create_code(error: &ApiError) -> i16 {
 pub(crate) async fn delete_topics(
     kafka: &Kafka,
     request: DeleteTopicsRequest,
+    version: i16,
 ) -> DeleteTopicsResponse {
     let mut results = Vec::with_capacity(request.topics.len());
     for name in request.topics {
@@ -213,9 +230,10 @@ pub(crate) async fn delete_topics(
                 tracing::info!(topic = name, "kafka: topic deleted");
                 result
             }
+            // The message is answered from version 5.
             Err(e) => result
                 .with_error_code(code_of(&e))
-                .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                .with_error_message((version >= 5).then(|| StrBytes::from_string(e.to_string()))),
         });
     }
     DeleteTopicsResponse::default().with_responses(results)

@@ -14,6 +14,17 @@ const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Metadata, 0, 11),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 2, 7),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 4),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 2, 8),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DescribeGroups, 0, 5),
 ];
 
 /// The range served for `key`, if it is served.

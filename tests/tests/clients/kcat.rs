@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 /// Runs kcat with `args` and returns what it printed; panics when it fails.
-async fn kcat(args: Vec<String>) -> String {
+pub(super) async fn kcat(args: Vec<String>) -> String {
     let run = tokio::task::spawn_blocking(move || {
         let all: Vec<&str> = args.iter().map(String::as_str).collect();
         mink_tests::run_client(&mink_tests::kcat(), &all, Duration::from_secs(60))

@@ -4,12 +4,14 @@
 //! - `pyarrow`: `pyarrow.flight` (tests/clients/pyarrow_flight.py) over the Flight front end.
 //! - `chromium`: headless Chromium running a page from another origin (CORS, EventSource).
 //! - `dashboard`: the built-in dashboard in headless Chromium, driven by ChromeDriver.
-//! - `kcat`: kcat (librdkafka) over the Kafka front end.
+//! - `kcat`: kcat (librdkafka) over the Kafka front end; `kcat_groups`: its balanced consumer
+//!   (consumer groups, committed offsets) and topics created on first use.
 //! - `openapi`: the API's OpenAPI document through `openapi-spec-validator`.
 
 mod chromium;
 mod dashboard;
 mod kcat;
+mod kcat_groups;
 mod openapi;
 mod pyarrow;
 

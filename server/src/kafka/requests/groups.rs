@@ -12,10 +12,7 @@ pub(crate) struct FindCoordinatorRequest {
     pub(crate) key_type: i8,
 }
 
-pub(crate) fn find_coordinator(
-    r: &mut Reader,
-    version: i16,
-) -> WireResult<FindCoordinatorRequest> {
+pub(crate) fn find_coordinator(r: &mut Reader, version: i16) -> WireResult<FindCoordinatorRequest> {
     let key = if version <= 3 {
         Some(r.string()?)
     } else {
@@ -287,3 +284,7 @@ pub(crate) fn describe_groups(r: &mut Reader, version: i16) -> WireResult<Descri
     r.tagged_fields()?;
     Ok(DescribeGroupsRequest { groups })
 }
+
+#[cfg(test)]
+#[path = "groups_tests.rs"]
+mod tests;

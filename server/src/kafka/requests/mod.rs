@@ -9,6 +9,8 @@ use super::wire::{Reader, WireResult};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MetadataRequest {
     pub(crate) topics: Option<Vec<Option<String>>>,
+    /// Whether topics that do not exist are created (when `kafka.auto_create_topics` is on).
+    pub(crate) allow_auto_topic_creation: bool,
 }
 
 pub(crate) fn metadata(r: &mut Reader, version: i16) -> WireResult<MetadataRequest> {
@@ -24,9 +26,8 @@ pub(crate) fn metadata(r: &mut Reader, version: i16) -> WireResult<MetadataReque
         r.tagged_fields()?;
         Ok(name)
     })?;
-    if version >= 4 {
-        let _allow_auto_topic_creation = r.bool()?;
-    }
+    // Before version 4 a Metadata request always allowed auto-creation.
+    let allow_auto_topic_creation = if version >= 4 { r.bool()? } else { true };
     if (8..=10).contains(&version) {
         let _include_cluster_authorized_operations = r.bool()?;
     }
@@ -39,7 +40,10 @@ pub(crate) fn metadata(r: &mut Reader, version: i16) -> WireResult<MetadataReque
         Some(list) if list.is_empty() && version == 0 => None,
         other => other,
     };
-    Ok(MetadataRequest { topics })
+    Ok(MetadataRequest {
+        topics,
+        allow_auto_topic_creation,
+    })
 }
 
 /// InitProducerId.
