@@ -5,7 +5,8 @@
 //! - `moto_server` (PyPI `moto[server]`, in a virtual environment under `.tools/venv`): the
 //!   S3-compatible server the object-storage tests run against.
 //! - the real clients the tests drive, from PyPI into the same virtual environment: `pyarrow`
-//!   (its Flight client) and `openapi-spec-validator` (checks the API's OpenAPI document); and
+//!   (its Flight client), `openapi-spec-validator` (checks the API's OpenAPI document),
+//!   `confluent-kafka` (librdkafka inside) and `kafka-python` (Kafka clients); and
 //!   Debian's `chromium`, the headless browser of the CORS and
 //!   dashboard tests, with `chromium-driver` (ChromeDriver) that drives the dashboard's; and
 //!   Debian's `kcat` (librdkafka), the Kafka client of the Kafka front end's tests.
@@ -104,14 +105,24 @@ pub(crate) fn python_clients() -> Result<PathBuf> {
         run(create)?;
     }
     let imports = Command::new(&python)
-        .args(["-c", "import pyarrow.flight, openapi_spec_validator"])
+        .args([
+            "-c",
+            "import pyarrow.flight, openapi_spec_validator, confluent_kafka, kafka",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !imports {
         let mut pip = Command::new(venv.join("bin").join("pip"));
-        pip.args(["install", "--quiet", "pyarrow", "openapi-spec-validator"]);
+        pip.args([
+            "install",
+            "--quiet",
+            "pyarrow",
+            "openapi-spec-validator",
+            "confluent-kafka",
+            "kafka-python",
+        ]);
         run(pip)?;
     }
     Ok(python)

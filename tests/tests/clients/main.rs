@@ -6,10 +6,13 @@
 //! - `dashboard`: the built-in dashboard in headless Chromium, driven by ChromeDriver.
 //! - `kcat`: kcat (librdkafka) over the Kafka front end; `kcat_groups`: its balanced consumer
 //!   (consumer groups, committed offsets) and topics created on first use.
+//! - `kafka_clients`: confluent-kafka and kafka-python over the Kafka front end, through
+//!   restarts.
 //! - `openapi`: the API's OpenAPI document through `openapi-spec-validator`.
 
 mod chromium;
 mod dashboard;
+mod kafka_clients;
 mod kcat;
 mod kcat_groups;
 mod openapi;
