@@ -1,14 +1,15 @@
 //! The Kafka front end (docs/kafka.md): the Kafka wire protocol on its own address
 //! (`kafka.listen`), over the same node core as HTTP and Flight.
 //!
-//! Files: `listener` (accepts connections), `connection` (frames, in-order answers, the
-//! Produce chain), `wire` (a reader of request bodies that never allocates by a declared
-//! count), `requests` (the request bodies we serve, per version), `versions` (the APIs and
-//! versions served, ApiVersions), `records` (Kafka record batches, decoded and encoded,
-//! compression within a budget), `table` (the Kafka schema and rows to records), `errors`
-//! (node errors as Kafka codes), `state` (what a connection's requests share), and one file per
-//! API: `metadata`, `producer_id` (InitProducerId), `produce`, `offsets` (ListOffsets),
-//! `fetch`.
+//! Files: `listener` (accepts connections), `connection` (frames, in-order answers),
+//! `dispatch` (a frame to its handler, the Produce chain, response framing), `wire` (a reader of
+//! request bodies that never allocates by a declared count), `requests` (the request bodies we
+//! serve, per version), `versions` (the APIs and versions served, ApiVersions), `records` (Kafka
+//! record batches, decoded and encoded, compression within a budget), `table` (the Kafka schema
+//! and rows to records), `errors` (node errors as Kafka codes), `state` (what a connection's
+//! requests share), one file per API: `metadata`, `producer_id` (InitProducerId), `produce`,
+//! `offsets` (ListOffsets), `fetch`, `topics` (CreateTopics, DeleteTopics, auto-creation), and
+//! `groups/` (the group coordinator: membership, rebalances, committed offsets).
 
 mod connection;
 mod dispatch;
