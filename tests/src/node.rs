@@ -25,15 +25,14 @@ pub struct NodeProcess {
     child: Option<Child>,
     /// `flight.listen` of every life (`none` unless [`NodeProcess::with_flight`]).
     flight_listen: String,
+    /// `kafka.listen` of every life (`none` unless [`NodeProcess::with_kafka`]).
+    kafka_listen: String,
 }
 
 impl NodeProcess {
     /// A node run from `binary` with its config, data and log in `dir`, on a free port.
     pub fn new(binary: &Path, dir: &Path) -> Result<Self, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
+        let port = free_port()?;
         Ok(NodeProcess {
             binary: binary.to_path_buf(),
             host: "127.0.0.1".to_owned(),
@@ -43,16 +42,21 @@ impl NodeProcess {
             log: dir.join("node.log"),
             child: None,
             flight_listen: "none".to_owned(),
+            kafka_listen: "none".to_owned(),
         })
     }
 
     /// Serves Arrow Flight too, on a free port of its host; returns that port.
     pub fn with_flight(&mut self) -> Result<u16, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
+        let port = free_port()?;
         self.flight_listen = format!("{}:{port}", self.host);
+        Ok(port)
+    }
+
+    /// Serves the Kafka protocol too, on a free port of its host; returns that port.
+    pub fn with_kafka(&mut self) -> Result<u16, String> {
+        let port = free_port()?;
+        self.kafka_listen = format!("{}:{port}", self.host);
         Ok(port)
     }
 
@@ -126,7 +130,7 @@ impl NodeProcess {
             .arg(&path)
             .env("RUST_LOG", "warn")
             .env("MINK_FLIGHT_LISTEN", &self.flight_listen)
-            .env("MINK_KAFKA_LISTEN", "none")
+            .env("MINK_KAFKA_LISTEN", &self.kafka_listen)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
@@ -247,4 +251,12 @@ pub fn s3_storage_config_at(prefix: &str, endpoint: &str) -> String {
         crate::S3_SECRET_ACCESS_KEY,
         prefix
     )
+}
+
+/// A port free on 127.0.0.1 now.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
