@@ -247,10 +247,8 @@ async fn the_kafka_port_survives_hostile_input() {
         }),
         (ApiKey::JoinGroup, 5, {
             let mut b = BytesMut::new();
-            for s in ["g"] {
-                b.put_i16(s.len() as i16);
-                b.put_slice(s.as_bytes());
-            }
+            b.put_i16(1);
+            b.put_slice(b"g");
             b.put_i32(10_000);
             b.put_i32(10_000);
             b.put_i16(0);
