@@ -15,6 +15,7 @@ use super::versions::{api_versions, flexible, is_served};
 use super::wire::Reader;
 use super::{fetch, groups, metadata, offsets, produce, producer_id, requests, topics};
 use crate::budget::Permit;
+use crate::metrics::ApiLabel;
 
 /// A request read off the wire.
 pub(crate) struct Frame {
@@ -101,6 +102,15 @@ pub(crate) fn dispatch(
         return None;
     }
     let api = api?;
+    kafka
+        .core()
+        .metrics()
+        .kafka
+        .requests
+        .get_or_create(&ApiLabel {
+            api: format!("{api:?}"),
+        })
+        .inc();
     let mut r = Reader::new(body, flexible(key, version));
     let r = &mut r;
     let k = kafka.clone();

@@ -58,16 +58,20 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
                 tracing::warn!(%peer, "kafka: the node requires tokens and SASL is not served yet; connection closed");
                 continue;
             };
+            let metrics = core.metrics().clone();
             if open.fetch_add(1, Ordering::AcqRel) >= limit {
                 open.fetch_sub(1, Ordering::AcqRel);
+                metrics.kafka.connections_refused.inc();
                 tracing::debug!(%peer, limit, "kafka: kafka.max_connections reached; connection closed");
                 continue;
             }
             let kafka = Kafka::new(&shared, principal, peer);
             let open = open.clone();
+            metrics.kafka.connections.inc();
             tokio::spawn(async move {
                 connection::serve(kafka, stream).await;
                 open.fetch_sub(1, Ordering::AcqRel);
+                metrics.kafka.connections.dec();
             });
         }
     });

@@ -228,6 +228,7 @@ pub(crate) async fn delete_topics(
         results.push(match dropped {
             Ok(()) => {
                 tracing::info!(topic = name, "kafka: topic deleted");
+                kafka.core().metrics().kafka.lag.forget_topic(&name);
                 result
             }
             // The message is answered from version 5.

@@ -28,6 +28,29 @@ fn consume_args(broker: &str, group: &str, topic: &str) -> Vec<String> {
     .to_vec()
 }
 
+/// The sum of `mink_kafka_consumer_lag` over the partitions of `group`.
+async fn lag(node: &mink_server::Node, group: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", node.url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("mink_kafka_requests_total{api=\"JoinGroup\"}"),
+        "{text}"
+    );
+    let series: Vec<u64> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("mink_kafka_consumer_lag{") && l.contains(&format!("group=\"{group}\""))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(series.len(), 2, "one series per partition:\n{text}");
+    series.iter().sum()
+}
+
 fn lines(out: &str) -> Vec<String> {
     out.lines().map(str::to_owned).collect()
 }
@@ -95,8 +118,11 @@ async fn kcat_groups_split_partitions_and_resume_from_committed_offsets() {
         .collect();
     assert_eq!(keys, (0..20).map(|i| format!("k{i}")).collect());
 
-    // Their offsets were committed: the group now reads only what is new.
+    // Their offsets were committed: the group now reads only what is new, and /metrics shows
+    // it behind by those records.
+    assert_eq!(lag(&node, "shared").await, 0);
     kcat(produce(20..23, "second")).await;
+    assert_eq!(lag(&node, "shared").await, 3);
     let resumed = lines(&kcat(consume_args(&broker, "shared", "orders")).await);
     let mut keys: Vec<String> = resumed
         .iter()
@@ -104,6 +130,7 @@ async fn kcat_groups_split_partitions_and_resume_from_committed_offsets() {
         .collect();
     keys.sort();
     assert_eq!(keys, ["k20", "k21", "k22"], "{resumed:?}");
+    assert_eq!(lag(&node, "shared").await, 0);
     // And once more: nothing left.
     let done = kcat(consume_args(&broker, "shared", "orders")).await;
     assert_eq!(done.trim(), "", "{done}");

@@ -57,6 +57,8 @@ pub(crate) async fn offset_commit(
     let now = kafka.core().metadata().clock().now_ms();
     let mut answers: Vec<(String, Vec<(i32, i16)>)> = Vec::with_capacity(request.topics.len());
     let mut stored: Vec<CommittedOffset> = Vec::new();
+    // (table, partition, offset) of what is stored, for the lag metric.
+    let mut lagged: Vec<(Arc<TableInfo>, i32, i64)> = Vec::new();
     for (name, partitions) in request.topics {
         let info = table(kafka, &name).await;
         let mut codes = Vec::with_capacity(partitions.len());
@@ -75,6 +77,9 @@ pub(crate) async fn offset_commit(
                 match info.as_ref().ok().and_then(|i| bucket(i, p.partition)) {
                     None => code::UNKNOWN_TOPIC_OR_PARTITION,
                     Some((segment, bucket)) => {
+                        if let Ok(info) = &info {
+                            lagged.push((info.clone(), p.partition, p.offset));
+                        }
                         stored.push((
                             segment,
                             bucket,
@@ -93,15 +98,19 @@ pub(crate) async fn offset_commit(
         answers.push((name, codes));
     }
     let mut failed = false;
-    if !stored.is_empty()
-        && let Err(e) = kafka
+    if !stored.is_empty() {
+        match kafka
             .core()
             .metadata()
             .put_group_offsets(group, &stored)
             .await
-    {
-        tracing::warn!(group, error = %e, "kafka: storing committed offsets failed");
-        failed = true;
+        {
+            Ok(()) => show_lag(kafka, group, &lagged).await,
+            Err(e) => {
+                tracing::warn!(group, error = %e, "kafka: storing committed offsets failed");
+                failed = true;
+            }
+        }
     }
     let topics = answers
         .into_iter()
@@ -125,6 +134,28 @@ pub(crate) async fn offset_commit(
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Shows the committed offsets in `mink_kafka_consumer_lag`, against the high watermarks of
+/// the partitions' logs while they are open here.
+async fn show_lag(kafka: &Kafka, group: &str, committed: &[(Arc<TableInfo>, i32, i64)]) {
+    let lag = &kafka.core().metrics().kafka.lag;
+    for (info, index, offset) in committed {
+        let Ok(log) = kafka.partition(info, *index).await else {
+            continue;
+        };
+        let log = Arc::downgrade(&log);
+        let Ok(partition) = u32::try_from(*index) else {
+            continue;
+        };
+        lag.committed(
+            group,
+            &info.name(),
+            partition,
+            *offset,
+            Box::new(move || log.upgrade().map(|l| l.offsets().high_watermark)),
+        );
+    }
 }
 
 /// The table of a topic the connection may read, or the code to answer.

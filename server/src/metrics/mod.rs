@@ -10,6 +10,11 @@
 //! `http.max_inflight_request_bytes` and the requests that budget refused. In a cluster: the
 //! leader's assignment writes, the dead members recovered here, whether this node leads, and
 //! the buckets it released. Retention counts its runs, the offsets it trimmed and its failures.
+//! The Kafka front end's are in [`kafka`].
+
+mod kafka;
+
+pub use kafka::{ApiLabel, ConsumerLag, HighWatermark, KafkaMetrics};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,6 +96,8 @@ pub struct Metrics {
     pub metadata_snapshot_errors: Counter,
     /// Size of the last metadata snapshot.
     pub metadata_snapshot_bytes: Gauge,
+    /// The Kafka front end's.
+    pub kafka: KafkaMetrics,
     /// Latency histograms (also fed by the object stores' timing wrapper).
     pub latencies: Arc<Latencies>,
 }
@@ -261,6 +268,8 @@ impl Metrics {
             "How long the last retention run took",
             retention_last_run_ms.clone(),
         );
+        let kafka = KafkaMetrics::default();
+        kafka.register(&mut registry);
         latencies.register(&mut registry);
         if let Some(engine) = engine {
             registry.register_collector(Box::new(EngineCollector { engine }));
@@ -295,6 +304,7 @@ impl Metrics {
             metadata_snapshots,
             metadata_snapshot_errors,
             metadata_snapshot_bytes,
+            kafka,
             latencies,
         }
     }
