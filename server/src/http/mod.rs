@@ -69,7 +69,7 @@ mod redirect;
 mod routes;
 mod sse;
 mod tables;
-mod tls;
+pub(crate) mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

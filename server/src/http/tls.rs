@@ -18,6 +18,21 @@ use crate::settings::TlsSettings;
 
 /// The acceptor of the settings, or `None` when TLS is not configured.
 pub(super) fn acceptor(settings: &TlsSettings) -> io::Result<Option<TlsAcceptor>> {
+    let Some(mut config) = server_config(settings)? else {
+        return Ok(None);
+    };
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(TlsAcceptor::from(Arc::new(config))))
+}
+
+/// The acceptor of the settings with no application protocol negotiated (the Kafka front
+/// end's), or `None` when TLS is not configured.
+pub(crate) fn plain_acceptor(settings: &TlsSettings) -> io::Result<Option<TlsAcceptor>> {
+    Ok(server_config(settings)?.map(|config| TlsAcceptor::from(Arc::new(config))))
+}
+
+/// The rustls configuration of the settings, or `None` when TLS is not configured.
+fn server_config(settings: &TlsSettings) -> io::Result<Option<ServerConfig>> {
     let (Some(cert_file), Some(key_file)) = (&settings.cert_file, &settings.key_file) else {
         return Ok(None);
     };
@@ -36,7 +51,7 @@ pub(super) fn acceptor(settings: &TlsSettings) -> io::Result<Option<TlsAcceptor>
         .map_err(|e| invalid("http.tls.key_file", key_file, &e))?;
     // The provider is named rather than taken from the process default, which rustls cannot
     // choose when a build links more than one.
-    let mut config = ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+    let config = ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(io::Error::other)?
         .with_no_client_auth()
@@ -51,8 +66,7 @@ pub(super) fn acceptor(settings: &TlsSettings) -> io::Result<Option<TlsAcceptor>
                 ),
             )
         })?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Some(TlsAcceptor::from(Arc::new(config))))
+    Ok(Some(config))
 }
 
 fn invalid(setting: &str, path: &Path, error: &dyn std::fmt::Display) -> io::Error {

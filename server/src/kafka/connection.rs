@@ -5,19 +5,19 @@
 use bytes::BytesMut;
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-use super::dispatch::{Answer, Frame, dispatch};
+use super::dispatch::{Answer, Dispatched, Frame, dispatch};
 use super::state::Kafka;
 
 /// Serves one connection until the client closes it, sends what cannot be served, idles out or
 /// the node shuts down.
-pub(crate) async fn serve(kafka: Kafka, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let (read, mut write) = stream.into_split();
+pub(crate) async fn serve<S>(mut kafka: Kafka, stream: S)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (read, mut write) = tokio::io::split(stream);
     let settings = kafka.settings().clone();
     let (frames, mut incoming) = mpsc::channel(settings.max_inflight_requests);
     let reader = tokio::spawn(read_frames(kafka.clone(), read, frames));
@@ -37,9 +37,13 @@ pub(crate) async fn serve(kafka: Kafka, stream: TcpStream) {
             }
             frame = incoming.recv(), if pending.len() < settings.max_inflight_requests => {
                 let Some(frame) = frame else { break };
-                match dispatch(&kafka, frame, &mut last_produce) {
-                    Some(answer) => pending.push_back(answer),
-                    None => break,
+                match dispatch(&mut kafka, frame, &mut last_produce) {
+                    Dispatched::Answer(answer) => pending.push_back(answer),
+                    Dispatched::AnswerThenClose(answer) => {
+                        pending.push_back(answer);
+                        break;
+                    }
+                    Dispatched::Close => break,
                 }
             }
             () = shutdown.cancelled() => break,
@@ -58,7 +62,10 @@ pub(crate) async fn serve(kafka: Kafka, stream: TcpStream) {
 }
 
 /// Reads frames until the client closes, a size is out of bounds or the connection idles out.
-async fn read_frames(kafka: Kafka, mut read: OwnedReadHalf, frames: mpsc::Sender<Frame>) {
+async fn read_frames<R>(kafka: Kafka, mut read: R, frames: mpsc::Sender<Frame>)
+where
+    R: AsyncRead + Unpin,
+{
     let settings = kafka.settings().clone();
     loop {
         let mut size = [0u8; 4];

@@ -13,7 +13,7 @@ use super::errors::code;
 use super::state::Kafka;
 use super::versions::{api_versions, flexible, is_served};
 use super::wire::Reader;
-use super::{fetch, groups, metadata, offsets, produce, producer_id, requests, topics};
+use super::{fetch, groups, metadata, offsets, produce, producer_id, requests, sasl, topics};
 use crate::budget::Permit;
 use crate::metrics::ApiLabel;
 
@@ -69,13 +69,35 @@ where
     })
 }
 
-/// Starts handling one request; `None` closes the connection (what cannot be served, or a
-/// body that does not decode).
+/// What the connection does with a request.
+pub(crate) enum Dispatched {
+    /// Writes its answer when it is ready (in request order).
+    Answer(Answer),
+    /// Writes its answer, then closes (a failed authentication).
+    AnswerThenClose(Answer),
+    /// Closes now: what cannot be served, or a body that does not decode.
+    Close,
+}
+
+/// Starts handling one request.
 pub(crate) fn dispatch(
-    kafka: &Kafka,
+    kafka: &mut Kafka,
     frame: Frame,
     last_produce: &mut Option<oneshot::Receiver<()>>,
-) -> Option<Answer> {
+) -> Dispatched {
+    match start(kafka, frame, last_produce) {
+        Some(Ok(answer)) => Dispatched::Answer(answer),
+        Some(Err(answer)) => Dispatched::AnswerThenClose(answer),
+        None => Dispatched::Close,
+    }
+}
+
+/// [`dispatch`]: `None` closes, `Err` answers and closes.
+fn start(
+    kafka: &mut Kafka,
+    frame: Frame,
+    last_produce: &mut Option<oneshot::Receiver<()>>,
+) -> Option<Result<Answer, Answer>> {
     let mut body = frame.body.clone();
     let key = body.clone().get_i16();
     let version = body.clone().slice(2..).get_i16();
@@ -91,7 +113,7 @@ pub(crate) fn dispatch(
             0,
             &api_versions(code::UNSUPPORTED_VERSION),
         );
-        return Some(Box::pin(async move { answer }));
+        return Some(Ok(Box::pin(async move { answer })));
     }
     if !is_served(key, version) {
         tracing::debug!(
@@ -102,6 +124,18 @@ pub(crate) fn dispatch(
         return None;
     }
     let api = api?;
+    let sasl = matches!(
+        api,
+        ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+    );
+    if !kafka.authenticated && !sasl {
+        tracing::debug!(
+            ?api,
+            peer = %kafka.peer,
+            "kafka: a request before SASL authentication; connection closed"
+        );
+        return None;
+    }
     kafka
         .core()
         .metrics()
@@ -132,7 +166,26 @@ pub(crate) fn dispatch(
             answer(frame, correlation, api, version, $handle(k, request))
         }};
     }
+    let ready = |response: &dyn EncodeBody| -> Answer {
+        let answer = response.encode_frame(correlation, api, version);
+        Box::pin(async move { answer })
+    };
     let answer: Answer = match api {
+        ApiKey::SaslHandshake => {
+            let mechanism = requests::sasl_handshake(r, version)
+                .map_err(decoded("sasl_handshake"))
+                .ok()?;
+            ready(&sasl::handshake(kafka, mechanism))
+        }
+        ApiKey::SaslAuthenticate => {
+            let bytes = requests::sasl_authenticate(r, version)
+                .map_err(decoded("sasl_authenticate"))
+                .ok()?;
+            return Some(match sasl::authenticate(kafka, bytes) {
+                Ok(response) => Ok(ready(&response)),
+                Err(response) => Err(ready(&response)),
+            });
+        }
         ApiKey::ApiVersions => {
             let answer = encode(correlation, api, version, &api_versions(code::NONE));
             Box::pin(async move { answer })
@@ -211,5 +264,16 @@ pub(crate) fn dispatch(
         }
         _ => return None,
     };
-    Some(answer)
+    Some(Ok(answer))
+}
+
+/// A response that encodes as a frame (for answers made at once).
+trait EncodeBody {
+    fn encode_frame(&self, correlation: i32, api: ApiKey, version: i16) -> Option<Bytes>;
+}
+
+impl<T: Encodable> EncodeBody for T {
+    fn encode_frame(&self, correlation: i32, api: ApiKey, version: i16) -> Option<Bytes> {
+        encode(correlation, api, version, self)
+    }
 }

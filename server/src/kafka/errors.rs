@@ -38,6 +38,8 @@ pub(crate) mod code {
     pub(crate) const MEMBER_ID_REQUIRED: i16 = 79;
     pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;
     pub(crate) const UNKNOWN_TOPIC_ID: i16 = 100;
+    pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+    pub(crate) const SASL_AUTHENTICATION_FAILED: i16 = 58;
 }
 
 /// The code of a node error.

@@ -13,6 +13,9 @@ use super::groups::Coordinator;
 use super::state::{Kafka, Shared};
 use crate::core::NodeCore;
 
+/// How long a client has for its TLS handshake.
+const TLS_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A running Kafka front end.
 pub(crate) struct KafkaServer {
     /// The address it listens on.
@@ -32,7 +35,9 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
         }
         None => (bound.ip().to_string(), i32::from(bound.port())),
     };
-    let principal = core.authenticator().authenticate(None).ok();
+    // The HTTP API's certificate: Kafka clients connect with `security.protocol=SSL` (or
+    // `SASL_SSL`) when the node has one.
+    let tls = crate::http::tls::plain_acceptor(&core.settings().http.tls)?;
     let groups = Coordinator::new(&core.settings().kafka);
     groups.start_ticking(core.shutdown_signal().clone());
     let shared = Shared {
@@ -54,10 +59,6 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 continue;
             };
-            let Some(principal) = principal.clone() else {
-                tracing::warn!(%peer, "kafka: the node requires tokens and SASL is not served yet; connection closed");
-                continue;
-            };
             let metrics = core.metrics().clone();
             if open.fetch_add(1, Ordering::AcqRel) >= limit {
                 open.fetch_sub(1, Ordering::AcqRel);
@@ -65,11 +66,23 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
                 tracing::debug!(%peer, limit, "kafka: kafka.max_connections reached; connection closed");
                 continue;
             }
-            let kafka = Kafka::new(&shared, principal, peer);
+            let _ = stream.set_nodelay(true);
+            let kafka = Kafka::new(&shared, peer);
             let open = open.clone();
+            let tls = tls.clone();
             metrics.kafka.connections.inc();
             tokio::spawn(async move {
-                connection::serve(kafka, stream).await;
+                match tls {
+                    None => connection::serve(kafka, stream).await,
+                    Some(tls) => {
+                        match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(stream)).await {
+                            Ok(Ok(stream)) => connection::serve(kafka, stream).await,
+                            _ => {
+                                tracing::debug!(%peer, "kafka: the TLS handshake failed or timed out")
+                            }
+                        }
+                    }
+                }
                 open.fetch_sub(1, Ordering::AcqRel);
                 metrics.kafka.connections.dec();
             });

@@ -8,8 +8,8 @@
 //! record batches, decoded and encoded, compression within a budget), `table` (the Kafka schema
 //! and rows to records), `errors` (node errors as Kafka codes), `state` (what a connection's
 //! requests share), one file per API: `metadata`, `producer_id` (InitProducerId), `produce`,
-//! `offsets` (ListOffsets), `fetch`, `topics` (CreateTopics, DeleteTopics, auto-creation), and
-//! `groups/` (the group coordinator: membership, rebalances, committed offsets).
+//! `offsets` (ListOffsets), `fetch`, `topics` (CreateTopics, DeleteTopics, auto-creation), `sasl` (SaslHandshake,
+//! SaslAuthenticate), and `groups/` (the group coordinator: membership, rebalances, committed offsets).
 
 mod connection;
 mod dispatch;
@@ -23,6 +23,7 @@ mod produce;
 mod producer_id;
 mod records;
 mod requests;
+mod sasl;
 mod state;
 mod table;
 mod topics;

@@ -11,6 +11,7 @@ use crate::catalog::TableInfo;
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::settings::KafkaSettings;
+use crate::settings::Scope;
 
 /// The front end's state for one connection.
 #[derive(Clone)]
@@ -19,7 +20,13 @@ pub(crate) struct Kafka {
     /// The host and port this broker advertises in Metadata.
     pub(crate) host: String,
     pub(crate) port: i32,
+    /// What the connection may do: the token's principal once SASL authenticated it (or at
+    /// once when the node requires no token); until then a principal that may do nothing.
     principal: Principal,
+    /// Whether requests other than ApiVersions and SASL's are served on the connection.
+    pub(crate) authenticated: bool,
+    /// The SASL mechanism the client asked for in its SaslHandshake.
+    pub(crate) mechanism: Option<String>,
     /// The client's address.
     pub(crate) peer: SocketAddr,
     groups: Arc<Coordinator>,
@@ -38,15 +45,25 @@ pub(crate) struct Shared {
 pub(crate) const BROKER_ID: i32 = 0;
 
 impl Kafka {
-    pub(crate) fn new(shared: &Shared, principal: Principal, peer: SocketAddr) -> Self {
+    /// A connection from `peer`: authenticated at once when the node requires no token.
+    pub(crate) fn new(shared: &Shared, peer: SocketAddr) -> Self {
+        let open = shared.core.authenticator().authenticate(None).ok();
         Kafka {
             core: shared.core.clone(),
             host: shared.host.clone(),
             port: shared.port,
-            principal,
+            authenticated: open.is_some(),
+            principal: open.unwrap_or_else(|| Principal::new(Scope::Read, Some(Vec::new()))),
+            mechanism: None,
             peer,
             groups: shared.groups.clone(),
         }
+    }
+
+    /// The connection is now `principal`'s.
+    pub(crate) fn authenticated_as(&mut self, principal: Principal) {
+        self.principal = principal;
+        self.authenticated = true;
     }
 
     /// The group coordinator.

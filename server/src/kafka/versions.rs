@@ -25,6 +25,8 @@ const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetFetch, 2, 8),
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// The range served for `key`, if it is served.

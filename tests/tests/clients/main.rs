@@ -5,7 +5,8 @@
 //! - `chromium`: headless Chromium running a page from another origin (CORS, EventSource).
 //! - `dashboard`: the built-in dashboard in headless Chromium, driven by ChromeDriver.
 //! - `kcat`: kcat (librdkafka) over the Kafka front end; `kcat_groups`: its balanced consumer
-//!   (consumer groups, committed offsets) and topics created on first use.
+//!   (consumer groups, committed offsets) and topics created on first use; `kcat_sasl`: TLS
+//!   and SASL/PLAIN with a token.
 //! - `kafka_clients`: confluent-kafka and kafka-python over the Kafka front end, through
 //!   restarts.
 //! - `openapi`: the API's OpenAPI document through `openapi-spec-validator`.
@@ -15,6 +16,7 @@ mod dashboard;
 mod kafka_clients;
 mod kcat;
 mod kcat_groups;
+mod kcat_sasl;
 mod openapi;
 mod pyarrow;
 

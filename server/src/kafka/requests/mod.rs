@@ -216,9 +216,11 @@ pub(crate) fn fetch(r: &mut Reader, version: i16) -> WireResult<FetchRequest> {
 }
 
 mod groups;
+mod sasl;
 mod topics;
 
 pub(crate) use groups::*;
+pub(crate) use sasl::*;
 pub(crate) use topics::*;
 
 #[cfg(test)]
