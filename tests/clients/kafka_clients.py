@@ -10,6 +10,8 @@ per run; each prints one JSON document on its last line (progress lines before i
                                              an idempotent producer, acks=all, keys and headers
     kafka_clients.py consume BROKER TOPIC GROUP COUNT
                                              two consumers of GROUP until COUNT records are read
+    kafka_clients.py operators BROKER TOPIC GROUP
+                                             configs, records deleted, the cluster, groups
     kafka_clients.py kafka-python BROKER TOPIC
                                              kafka-python: produce, consume, offsets by time
 """
@@ -166,6 +168,54 @@ def consume(broker, topic, group, count):
     return {"records": records, "assigned": assigned}
 
 
+def operators(broker, topic, group):
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    from confluent_kafka.admin import (
+        AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType,
+    )
+
+    client = AdminClient({"bootstrap.servers": broker})
+    out = {}
+
+    def configs():
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        entries = client.describe_configs([resource])[resource].result(timeout=30)
+        return {name: [e.value, int(e.source)] for name, e in entries.items()}
+
+    out["configs"] = configs()
+    change = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.bytes", "1073741824",
+                    incremental_operation=AlterConfigOpType.SET),
+    ])
+    client.incremental_alter_configs([change])[change].result(timeout=30)
+    out["altered"] = configs()
+    bad = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET),
+    ])
+    try:
+        client.incremental_alter_configs([bad])[bad].result(timeout=30)
+        out["bad"] = "altered"
+    except KafkaException as e:
+        out["bad"] = e.args[0].name()
+    broker_resource = ConfigResource(ResourceType.BROKER, "0")
+    broker_configs = client.describe_configs([broker_resource])[broker_resource].result(timeout=30)
+    out["broker_auto_create"] = broker_configs["auto.create.topics.enable"].value
+    tp = TopicPartition(topic, 0, 10)
+    deleted = client.delete_records([tp])[tp].result(timeout=30)
+    out["low_watermark"] = deleted.low_watermark
+    cluster = client.describe_cluster().result(timeout=30)
+    out["cluster"] = [cluster.cluster_id, len(cluster.nodes), cluster.controller.id]
+    listed = client.list_consumer_groups().result(timeout=30)
+    out["groups"] = sorted(g.group_id for g in listed.valid)
+    described = client.describe_consumer_groups([group])[group].result(timeout=30)
+    out["group_state"] = described.state.name
+    offsets = client.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+    out["committed"] = sorted(
+        [p.topic, p.partition, p.offset] for p in offsets.topic_partitions)
+    return out
+
+
 def kafka_python(broker, topic):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -207,6 +257,8 @@ def main():
         out = produce(broker, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif phase == "consume":
         out = consume(broker, sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    elif phase == "operators":
+        out = operators(broker, sys.argv[3], sys.argv[4])
     elif phase == "kafka-python":
         out = kafka_python(broker, sys.argv[3])
     else:

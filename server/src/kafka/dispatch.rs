@@ -13,7 +13,10 @@ use super::errors::code;
 use super::state::Kafka;
 use super::versions::{api_versions, flexible, is_served};
 use super::wire::Reader;
-use super::{fetch, groups, metadata, offsets, produce, producer_id, requests, sasl, topics};
+use super::{
+    configs, delete_records, fetch, groups, metadata, offsets, produce, producer_id, requests,
+    sasl, topics,
+};
 use crate::budget::Permit;
 use crate::metrics::ApiLabel;
 
@@ -235,6 +238,27 @@ fn start(
         ApiKey::DescribeGroups => serve!(requests::describe_groups, |k: Kafka, q| async move {
             groups::describe_groups(&k, q).await
         }),
+        ApiKey::DescribeConfigs => serve!(requests::describe_configs, |k: Kafka, q| async move {
+            configs::describe_configs(&k, q, version).await
+        }),
+        ApiKey::AlterConfigs => serve!(requests::alter_configs, |k: Kafka, q| async move {
+            configs::alter_configs(&k, q).await
+        }),
+        ApiKey::IncrementalAlterConfigs => {
+            serve!(
+                requests::incremental_alter_configs,
+                |k: Kafka, q| async move { configs::incremental_alter_configs(&k, q).await }
+            )
+        }
+        ApiKey::DeleteRecords => serve!(requests::delete_records, |k: Kafka, q| async move {
+            delete_records::delete_records(&k, q).await
+        }),
+        ApiKey::DescribeCluster => {
+            requests::describe_cluster(r, version)
+                .map_err(decoded("describe_cluster"))
+                .ok()?;
+            ready(&metadata::describe_cluster(kafka))
+        }
         ApiKey::Produce => {
             let request = requests::produce(r, version)
                 .map_err(decoded("produce"))

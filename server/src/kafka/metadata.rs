@@ -1,16 +1,20 @@
 //! Metadata: every table is a topic, its buckets the partitions, this broker the leader of each
 //! (docs/kafka.md, "Mapping"; in a cluster, each owner: later).
 
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, MetadataResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, DescribeClusterResponse, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::errors::{code, code_of};
 use super::requests::MetadataRequest;
 use super::state::{BROKER_ID, Kafka};
 use crate::catalog::TableInfo;
+
+/// The cluster id Metadata and DescribeCluster answer.
+const CLUSTER_ID: &str = "mink";
 
 /// Answers a Metadata request.
 pub(crate) async fn metadata(kafka: &Kafka, request: MetadataRequest) -> MetadataResponse {
@@ -67,7 +71,7 @@ pub(crate) async fn metadata(kafka: &Kafka, request: MetadataRequest) -> Metadat
                 .with_host(StrBytes::from_string(kafka.host.clone()))
                 .with_port(kafka.port),
         ])
-        .with_cluster_id(Some(StrBytes::from_static_str("mink")))
+        .with_cluster_id(Some(StrBytes::from_static_str(CLUSTER_ID)))
         .with_controller_id(BrokerId(BROKER_ID))
         .with_topics(topics)
 }
@@ -83,4 +87,17 @@ fn partitions(info: &TableInfo) -> Vec<MetadataResponsePartition> {
                 .with_isr_nodes(vec![BrokerId(BROKER_ID)])
         })
         .collect()
+}
+
+/// Answers a DescribeCluster: this broker, the controller.
+pub(crate) fn describe_cluster(kafka: &Kafka) -> DescribeClusterResponse {
+    DescribeClusterResponse::default()
+        .with_cluster_id(StrBytes::from_static_str(CLUSTER_ID))
+        .with_controller_id(BrokerId(BROKER_ID))
+        .with_brokers(vec![
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(BROKER_ID))
+                .with_host(StrBytes::from_string(kafka.host.clone()))
+                .with_port(kafka.port),
+        ])
 }

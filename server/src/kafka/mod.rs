@@ -9,9 +9,12 @@
 //! and rows to records), `errors` (node errors as Kafka codes), `state` (what a connection's
 //! requests share), one file per API: `metadata`, `producer_id` (InitProducerId), `produce`,
 //! `offsets` (ListOffsets), `fetch`, `topics` (CreateTopics, DeleteTopics, auto-creation), `sasl` (SaslHandshake,
-//! SaslAuthenticate), and `groups/` (the group coordinator: membership, rebalances, committed offsets).
+//! SaslAuthenticate), `configs` (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs),
+//! `delete_records`, and `groups/` (the group coordinator: membership, rebalances, committed offsets).
 
+mod configs;
 mod connection;
+mod delete_records;
 mod dispatch;
 mod errors;
 mod fetch;

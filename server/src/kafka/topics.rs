@@ -18,8 +18,8 @@ use crate::catalog::TableInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::format::schema::JsonSchema;
 
-/// Why a topic was not created: a Kafka code and a message.
-type Refusal = (i16, String);
+/// Why a request was refused: a Kafka code and a message.
+pub(crate) type Refusal = (i16, String);
 
 /// Answers a CreateTopics.
 pub(crate) async fn create_topics(
@@ -145,49 +145,65 @@ pub(crate) async fn table_or_create(kafka: &Kafka, name: &str) -> ApiResult<Arc<
     }
 }
 
-/// The retention policy of the topic configs `retention.ms` and `retention.bytes` (-1:
-/// unbounded); `cleanup.policy=delete` is what Mink does; any other config is refused.
+/// The retention policy of the topic configs of a CreateTopics (`None`: none given).
 fn retention(configs: &[(String, Option<String>)]) -> Result<Option<RetentionPolicy>, Refusal> {
     let mut policy = RetentionPolicy::default();
     let mut given = false;
     for (name, value) in configs {
-        let value = value.as_deref().unwrap_or_default();
-        let bound = || -> Result<Option<u64>, Refusal> {
-            match value.parse::<i64>() {
-                Ok(-1) => Ok(None),
-                Ok(n) if n >= 0 => Ok(Some(n as u64)),
-                _ => Err((
-                    code::INVALID_CONFIG,
-                    format!("{name}={value}: a whole number or -1"),
-                )),
-            }
-        };
-        match name.as_str() {
-            "retention.ms" => {
-                policy.age_ms = bound()?;
-                given = true;
-            }
-            "retention.bytes" => {
-                policy.bytes = bound()?;
-                given = true;
-            }
-            "cleanup.policy" if value == "delete" => {}
-            _ => {
-                return Err((
-                    code::INVALID_CONFIG,
-                    format!(
-                        "topic config {name}={value} is not served (retention.ms, retention.bytes and cleanup.policy=delete are)"
-                    ),
-                ));
-            }
-        }
+        given |= set_config(
+            &mut policy,
+            name,
+            Some(value.as_deref().unwrap_or_default()),
+        )?;
     }
     if !given {
         return Ok(None);
     }
-    crate::settings::check_retention(&policy)
-        .map_err(|(field, why)| (code::INVALID_CONFIG, format!("retention.{field} {why}")))?;
+    check_policy(&policy)?;
     Ok(Some(policy))
+}
+
+/// Sets topic config `name` in `policy` (`None`: back to the node's default). Returns whether
+/// it is a retention config: `retention.ms` and `retention.bytes` (-1: unbounded) are;
+/// `cleanup.policy=delete` is what Mink does; any other config is refused.
+pub(crate) fn set_config(
+    policy: &mut RetentionPolicy,
+    name: &str,
+    value: Option<&str>,
+) -> Result<bool, Refusal> {
+    let bound = |value: &str| -> Result<Option<u64>, Refusal> {
+        match value.parse::<i64>() {
+            Ok(-1) => Ok(None),
+            Ok(n) if n >= 0 => Ok(Some(n as u64)),
+            _ => Err((
+                code::INVALID_CONFIG,
+                format!("{name}={value}: a whole number or -1"),
+            )),
+        }
+    };
+    match (name, value) {
+        ("retention.ms", Some(v)) => policy.age_ms = bound(v)?,
+        ("retention.ms", None) => policy.age_ms = None,
+        ("retention.bytes", Some(v)) => policy.bytes = bound(v)?,
+        ("retention.bytes", None) => policy.bytes = None,
+        ("cleanup.policy", None | Some("delete")) => return Ok(false),
+        _ => {
+            return Err((
+                code::INVALID_CONFIG,
+                format!(
+                    "topic config {name}={} is not served (retention.ms, retention.bytes and cleanup.policy=delete are)",
+                    value.unwrap_or("(default)")
+                ),
+            ));
+        }
+    }
+    Ok(true)
+}
+
+/// Checks a policy against the retention minimums.
+pub(crate) fn check_policy(policy: &RetentionPolicy) -> Result<(), Refusal> {
+    crate::settings::check_retention(policy)
+        .map_err(|(field, why)| (code::INVALID_CONFIG, format!("retention.{field} {why}")))
 }
 
 /// The CreateTopics code of a node error.

@@ -3,8 +3,9 @@
 //! client, an idempotent producer that keeps producing while the node restarts, a group of two
 //! consumers splitting the partitions and committing, the node restarted again before the group
 //! resumes from its commits: every record read exactly once, in order per partition, keys and
-//! headers intact, and the same rows over HTTP. kafka-python produces, consumes and asks for
-//! offsets by time.
+//! headers intact, and the same rows over HTTP. The admin client's operator calls (configs,
+//! records deleted, the cluster, the group and its offsets). kafka-python produces, consumes
+//! and asks for offsets by time.
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
@@ -16,7 +17,7 @@ use std::time::Duration;
 use mink_metadata::RedbKv;
 use mink_s3stream::storage::ObjectStoreBackend;
 use mink_server::{Node, Settings};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A node on local files in `dir`, its Kafka port at `kafka` (`:0` for any).
 async fn start(dir: &Path, kafka: SocketAddr) -> Node {
@@ -82,6 +83,11 @@ async fn phase(
     serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {last}\n{errors}"))
 }
 
+/// A JSON answer over HTTP.
+async fn get_json(http: &reqwest::Client, url: String) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -100,14 +106,7 @@ async fn confluent_kafka_and_kafka_python_through_restarts() {
     assert_eq!(admin["deleted_scratch"], true, "{admin}");
     assert_eq!(admin["missing"], "UNKNOWN_TOPIC_OR_PART", "{admin}");
     let http = reqwest::Client::new();
-    let table: Value = http
-        .get(format!("{}/v1/tables/orders", node.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let table: Value = get_json(&http, format!("{}/v1/tables/orders", node.url())).await;
     assert_eq!(table["buckets"], 2, "{table}");
     assert_eq!(
         table["retention"]["policy"]["age_ms"], 86_400_000,
@@ -130,7 +129,7 @@ async fn confluent_kafka_and_kafka_python_through_restarts() {
     node.shutdown().await.unwrap();
     node = start(dir.path(), kafka).await;
     let produced = producing.await.unwrap();
-    assert_eq!(produced["errors"], serde_json::json!([]), "{produced}");
+    assert_eq!(produced["errors"], json!([]), "{produced}");
     assert_eq!(produced["delivered"].as_array().unwrap().len(), 600);
 
     // Two consumers of one group, then a restart, more records, and the group again.
@@ -152,10 +151,7 @@ async fn confluent_kafka_and_kafka_python_through_restarts() {
             let n: u64 = key[1..].parse().unwrap();
             assert_eq!(partition, n % 2, "{record}");
             assert_eq!(record[3], format!("v{n:05}"));
-            assert_eq!(
-                record[4],
-                serde_json::json!([["n", n.to_string()], ["n", "again"]])
-            );
+            assert_eq!(record[4], json!([["n", n.to_string()], ["n", "again"]]));
             by_partition
                 .entry(partition)
                 .or_default()
@@ -190,13 +186,48 @@ async fn confluent_kafka_and_kafka_python_through_restarts() {
         .unwrap();
     assert_eq!(rows.lines().count(), 350, "{rows}");
 
+    // What operators' tools call: configs, records deleted, the cluster, the group.
+    let ops = phase(args(&["operators", &broker, "orders", "g"]), None).await;
+    assert_eq!(
+        ops["configs"]["retention.ms"],
+        json!(["86400000", 1]),
+        "{ops}"
+    );
+    assert_eq!(
+        ops["altered"]["retention.bytes"],
+        json!(["1073741824", 1]),
+        "{ops}"
+    );
+    assert_eq!(ops["bad"], "INVALID_CONFIG", "{ops}");
+    assert_eq!(ops["broker_auto_create"], "false", "{ops}");
+    assert_eq!(ops["low_watermark"], 10, "{ops}");
+    assert_eq!(ops["cluster"], json!(["mink", 1, 0]), "{ops}");
+    assert_eq!(ops["groups"], json!(["g"]), "{ops}");
+    assert_eq!(ops["group_state"], "EMPTY", "{ops}");
+    assert_eq!(
+        ops["committed"],
+        json!([["orders", 0, 350], ["orders", 1, 350]]),
+        "{ops}"
+    );
+    let table: Value = get_json(&http, format!("{}/v1/tables/orders", node.url())).await;
+    assert_eq!(
+        table["retention"]["policy"]["bytes"], 1_073_741_824,
+        "{table}"
+    );
+    let offsets: Value = get_json(
+        &http,
+        format!("{}/v1/tables/orders/buckets/0/offsets", node.url()),
+    )
+    .await;
+    assert_eq!(offsets["log_start"], 10, "{offsets}");
+
     // kafka-python: produce, read back, offsets by time (none after the newest record).
     let create = phase(args(&["admin-create", &broker, "kp"]), None).await;
     assert_eq!(create["created"], true, "{create}");
     let kp = phase(args(&["kafka-python", &broker, "kp"]), None).await;
-    assert_eq!(kp["offsets"], serde_json::json!([0, 1, 2, 3, 4]), "{kp}");
+    assert_eq!(kp["offsets"], json!([0, 1, 2, 3, 4]), "{kp}");
     assert_eq!(kp["read"].as_array().unwrap().len(), 5, "{kp}");
-    assert_eq!(kp["read"][4], serde_json::json!([4, "kp4", "value 4"]));
+    assert_eq!(kp["read"][4], json!([4, "kp4", "value 4"]));
     assert_eq!(kp["by_time"], 0, "{kp}");
     assert_eq!(kp["future"], Value::Null, "{kp}");
     assert_eq!(kp["end"], 5, "{kp}");

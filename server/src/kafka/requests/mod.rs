@@ -215,10 +215,12 @@ pub(crate) fn fetch(r: &mut Reader, version: i16) -> WireResult<FetchRequest> {
     })
 }
 
+mod admin;
 mod groups;
 mod sasl;
 mod topics;
 
+pub(crate) use admin::*;
 pub(crate) use groups::*;
 pub(crate) use sasl::*;
 pub(crate) use topics::*;
