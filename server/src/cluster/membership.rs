@@ -175,9 +175,11 @@ impl Membership {
         &mut self,
         http_url: String,
         flight_url: Option<String>,
+        kafka_address: Option<String>,
     ) -> Result<(), NodeError> {
         self.record.http_url = http_url;
         self.record.flight_url = flight_url;
+        self.record.kafka_address = kafka_address;
         self.metadata.update_node(&self.record).await?;
         tracing::info!(member = %self.member(), url = %self.record.http_url, "registered");
         Ok(())

@@ -9,7 +9,9 @@ pub(crate) mod code {
     pub(crate) const OFFSET_OUT_OF_RANGE: i16 = 1;
     pub(crate) const CORRUPT_MESSAGE: i16 = 2;
     pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub(crate) const LEADER_NOT_AVAILABLE: i16 = 5;
     pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub(crate) const NOT_COORDINATOR: i16 = 16;
     pub(crate) const MESSAGE_TOO_LARGE: i16 = 10;
     pub(crate) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     pub(crate) const UNSUPPORTED_VERSION: i16 = 35;

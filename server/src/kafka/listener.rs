@@ -20,12 +20,18 @@ const TLS_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 pub(crate) struct KafkaServer {
     /// The address it listens on.
     pub(crate) addr: SocketAddr,
+    /// The `host:port` it tells clients (`kafka.advertise`, else the bound address).
+    pub(crate) advertised: String,
     /// The accept loop; it ends with the core's shutdown.
     pub(crate) task: JoinHandle<std::io::Result<()>>,
 }
 
-/// Binds `addr` and serves Kafka until the core shuts down.
-pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Result<KafkaServer> {
+/// Binds `addr` and serves Kafka as broker `broker_id` until the core shuts down.
+pub(crate) async fn start(
+    core: Arc<NodeCore>,
+    addr: SocketAddr,
+    broker_id: i32,
+) -> std::io::Result<KafkaServer> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let (host, port) = match &core.settings().kafka.advertise {
@@ -40,10 +46,12 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
     let tls = crate::http::tls::plain_acceptor(&core.settings().http.tls)?;
     let groups = Coordinator::new(&core.settings().kafka);
     groups.start_ticking(core.shutdown_signal().clone());
+    let advertised = format!("{host}:{port}");
     let shared = Shared {
         core: core.clone(),
         host,
         port,
+        broker_id,
         groups,
     };
     let open = Arc::new(AtomicUsize::new(0));
@@ -89,5 +97,9 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
         }
     });
     tracing::info!(%bound, "kafka front end listening");
-    Ok(KafkaServer { addr: bound, task })
+    Ok(KafkaServer {
+        addr: bound,
+        advertised,
+        task,
+    })
 }

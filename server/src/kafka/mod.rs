@@ -1,7 +1,8 @@
 //! The Kafka front end (docs/kafka.md): the Kafka wire protocol on its own address
 //! (`kafka.listen`), over the same node core as HTTP and Flight.
 //!
-//! Files: `listener` (accepts connections), `connection` (frames, in-order answers),
+//! Files: `listener` (accepts connections), `brokers` (the cluster's brokers, partition leaders
+//! and group coordinators), `connection` (frames, in-order answers),
 //! `dispatch` (a frame to its handler, the Produce chain, response framing), `wire` (a reader of
 //! request bodies that never allocates by a declared count), `requests` (the request bodies we
 //! serve, per version), `versions` (the APIs and versions served, ApiVersions), `records` (Kafka
@@ -12,6 +13,7 @@
 //! SaslAuthenticate), `configs` (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs),
 //! `delete_records`, and `groups/` (the group coordinator: membership, rebalances, committed offsets).
 
+mod brokers;
 mod configs;
 mod connection;
 mod delete_records;

@@ -20,6 +20,7 @@ pub(crate) struct Kafka {
     /// The host and port this broker advertises in Metadata.
     pub(crate) host: String,
     pub(crate) port: i32,
+    broker_id: i32,
     /// What the connection may do: the token's principal once SASL authenticated it (or at
     /// once when the node requires no token); until then a principal that may do nothing.
     principal: Principal,
@@ -38,11 +39,10 @@ pub(crate) struct Shared {
     pub(crate) core: Arc<NodeCore>,
     pub(crate) host: String,
     pub(crate) port: i32,
+    /// This node's broker id (its registration's, the same for every life of the node id).
+    pub(crate) broker_id: i32,
     pub(crate) groups: Arc<Coordinator>,
 }
-
-/// This broker's id while a node is alone.
-pub(crate) const BROKER_ID: i32 = 0;
 
 impl Kafka {
     /// A connection from `peer`: authenticated at once when the node requires no token.
@@ -52,6 +52,7 @@ impl Kafka {
             core: shared.core.clone(),
             host: shared.host.clone(),
             port: shared.port,
+            broker_id: shared.broker_id,
             authenticated: open.is_some(),
             principal: open.unwrap_or_else(|| Principal::new(Scope::Read, Some(Vec::new()))),
             mechanism: None,
@@ -73,7 +74,7 @@ impl Kafka {
 
     /// This broker's id in Metadata and FindCoordinator.
     pub(crate) fn broker_id(&self) -> i32 {
-        BROKER_ID
+        self.broker_id
     }
 
     pub(crate) fn core(&self) -> &Arc<NodeCore> {

@@ -286,21 +286,25 @@ impl NodeBuilder {
             None => None,
         };
         let kafka = match settings.kafka.listen {
-            Some(kafka_addr) => match crate::kafka::start(core.clone(), kafka_addr).await {
-                Ok(kafka) => Some(kafka),
-                Err(source) => {
-                    server.task.abort();
-                    if let Some(flight) = &flight {
-                        flight.server.task.abort();
+            Some(kafka_addr) => {
+                match crate::kafka::start(core.clone(), kafka_addr, membership.record().broker_id)
+                    .await
+                {
+                    Ok(kafka) => Some(kafka),
+                    Err(source) => {
+                        server.task.abort();
+                        if let Some(flight) = &flight {
+                            flight.server.task.abort();
+                        }
+                        background.abort();
+                        releases.abort();
+                        return Err(NodeError::Listen {
+                            addr: kafka_addr,
+                            source,
+                        });
                     }
-                    background.abort();
-                    releases.abort();
-                    return Err(NodeError::Listen {
-                        addr: kafka_addr,
-                        source,
-                    });
                 }
-            },
+            }
             None => None,
         };
         let tls = settings.http.tls.enabled();
@@ -310,7 +314,8 @@ impl NodeBuilder {
             .clone()
             .unwrap_or_else(|| format!("{}://{addr}", if tls { "https" } else { "http" }));
         let flight_url = flight.as_ref().map(|f| f.url.clone());
-        if let Err(e) = membership.advertise(url, flight_url).await {
+        let kafka_address = kafka.as_ref().map(|k| k.advertised.clone());
+        if let Err(e) = membership.advertise(url, flight_url, kafka_address).await {
             server.task.abort();
             if let Some(flight) = &flight {
                 flight.server.task.abort();

@@ -49,6 +49,8 @@ pub(crate) struct Cluster {
     pub(crate) configs: Vec<String>,
     pub(crate) http: reqwest::Client,
     pub(crate) dir: tempfile::TempDir,
+    /// Each node's Kafka port, when the cluster serves Kafka.
+    pub(crate) kafka: Vec<u16>,
 }
 
 impl Cluster {
@@ -59,6 +61,15 @@ impl Cluster {
     /// [`Cluster::start`], with node `apart.node` inside the network namespace `apart.netns`,
     /// reaching etcd and S3 through the given endpoints (proxies on the host end of its link).
     pub(crate) async fn start_with(test: &str, count: usize, apart: Option<Apart<'_>>) -> Cluster {
+        Self::launch(test, count, apart, false).await
+    }
+
+    /// [`Cluster::start`], each node serving Kafka too.
+    pub(crate) async fn start_serving_kafka(test: &str, count: usize) -> Cluster {
+        Self::launch(test, count, None, true).await
+    }
+
+    async fn launch(test: &str, count: usize, apart: Option<Apart<'_>>, kafka: bool) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let prefix = mink_tests::unique_prefix(test);
         let etcd = mink_tests::etcd_endpoints();
@@ -73,12 +84,16 @@ impl Cluster {
             configs: Vec::new(),
             http,
             dir,
+            kafka: Vec::new(),
         };
         for n in 0..count {
             let id = format!("n{n}");
             let node_dir = cluster.dir.path().join(&id);
             std::fs::create_dir_all(&node_dir).unwrap();
             let mut node = NodeProcess::new(&binary, &node_dir).unwrap();
+            if kafka {
+                cluster.kafka.push(node.with_kafka().unwrap());
+            }
             let (etcd, storage) = match &apart {
                 Some(apart) if apart.node == n => {
                     node = node.in_netns(&apart.netns.name, &apart.netns.ns_ip.to_string());

@@ -14,8 +14,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::offsets::group_id_error;
+use super::offsets::{group_error, group_id_error};
 use super::{JoinAsk, State};
+use crate::kafka::brokers::Brokers;
 use crate::kafka::errors::code;
 use crate::kafka::requests::{
     DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
@@ -27,13 +28,14 @@ fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-/// Answers a FindCoordinator: this node coordinates every group it is asked about; transaction
-/// coordinators are refused (transactions are not served).
+/// Answers a FindCoordinator: each group's coordinator is one of the brokers (`Brokers`);
+/// transaction coordinators are refused (transactions are not served).
 pub(crate) fn find_coordinator(
     kafka: &Kafka,
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
+    let brokers = Brokers::of(kafka);
     let answer =
         |key: &str| {
             let error = if request.key_type != 0 {
@@ -41,12 +43,15 @@ pub(crate) fn find_coordinator(
             } else {
                 group_id_error(kafka, key).unwrap_or(code::NONE)
             };
-            let found = error == code::NONE;
+            let (id, host, port) = match error {
+                code::NONE => brokers.coordinator(key).clone(),
+                _ => (-1, String::new(), -1),
+            };
             CoordinatorAnswer::default()
                 .with_key(text(key))
-                .with_node_id(BrokerId(if found { kafka.broker_id() } else { -1 }))
-                .with_host(text(if found { kafka.host.as_str() } else { "" }))
-                .with_port(if found { kafka.port } else { -1 })
+                .with_node_id(BrokerId(id))
+                .with_host(text(host))
+                .with_port(port)
                 .with_error_code(error)
                 .with_error_message((request.key_type != 0).then(|| {
                     text("transactions are not served: there is no transaction coordinator")
@@ -72,7 +77,7 @@ pub(crate) async fn join_group(
     client_id: String,
     version: i16,
 ) -> JoinGroupResponse {
-    let joined = match group_id_error(kafka, &request.group_id) {
+    let joined = match group_error(kafka, &request.group_id) {
         Some(error) => super::Joined::error(error, &request.member_id),
         None => {
             let millis = |ms: i32| Duration::from_millis(u64::try_from(ms).unwrap_or(0));
@@ -119,7 +124,7 @@ pub(crate) async fn sync_group(
     request: SyncGroupRequest,
     version: i16,
 ) -> SyncGroupResponse {
-    let synced = match group_id_error(kafka, &request.group_id) {
+    let synced = match group_error(kafka, &request.group_id) {
         Some(error) => super::Synced::error(error),
         None => {
             kafka
@@ -148,7 +153,7 @@ pub(crate) async fn sync_group(
 
 /// Answers a Heartbeat.
 pub(crate) fn heartbeat(kafka: &Kafka, request: HeartbeatRequest) -> HeartbeatResponse {
-    let error = group_id_error(kafka, &request.group_id).unwrap_or_else(|| {
+    let error = group_error(kafka, &request.group_id).unwrap_or_else(|| {
         kafka
             .groups()
             .heartbeat(&request.group_id, &request.member_id, request.generation_id)
@@ -162,7 +167,7 @@ pub(crate) fn leave_group(
     request: LeaveGroupRequest,
     version: i16,
 ) -> LeaveGroupResponse {
-    if let Some(error) = group_id_error(kafka, &request.group_id) {
+    if let Some(error) = group_error(kafka, &request.group_id) {
         return LeaveGroupResponse::default().with_error_code(error);
     }
     let mut members = Vec::with_capacity(request.members.len());

@@ -19,6 +19,7 @@ use mink_metadata::{CommittedOffset, GroupOffset};
 use super::MAX_GROUP_ID_BYTES;
 use crate::auth::Action;
 use crate::catalog::TableInfo;
+use crate::kafka::brokers::Brokers;
 use crate::kafka::errors::code;
 use crate::kafka::requests::{FetchGroup, OffsetCommitRequest, OffsetFetchRequest};
 use crate::kafka::state::Kafka;
@@ -39,6 +40,13 @@ pub(crate) fn group_id_error(kafka: &Kafka, group: &str) -> Option<i16> {
         .map(|_| code::GROUP_AUTHORIZATION_FAILED)
 }
 
+/// Why a request to `group`'s coordinator is refused here, if it is: a bad group id, or
+/// another broker coordinates it (NOT_COORDINATOR: the client finds the coordinator again).
+pub(crate) fn group_error(kafka: &Kafka, group: &str) -> Option<i16> {
+    group_id_error(kafka, group)
+        .or_else(|| (!Brokers::of(kafka).coordinates(group)).then_some(code::NOT_COORDINATOR))
+}
+
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
 }
@@ -49,7 +57,7 @@ pub(crate) async fn offset_commit(
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group = &request.group_id;
-    let group_error = group_id_error(kafka, group).unwrap_or_else(|| {
+    let refused = group_error(kafka, group).unwrap_or_else(|| {
         kafka
             .groups()
             .may_commit(group, &request.member_id, request.generation_id)
@@ -63,8 +71,8 @@ pub(crate) async fn offset_commit(
         let info = table(kafka, &name).await;
         let mut codes = Vec::with_capacity(partitions.len());
         for p in partitions {
-            let error = if group_error != code::NONE {
-                group_error
+            let error = if refused != code::NONE {
+                refused
             } else if let Err(e) = info.as_ref() {
                 *e
             } else if p
