@@ -304,6 +304,17 @@ impl NodeCore {
     /// Refuses the request ([`ApiError::UnknownWriter`], nothing appended) when a batch names a
     /// writer id the allocator never handed out.
     pub async fn append(&self, log: &dyn BucketLog, batches: Bytes) -> ApiResult<AppendOutcome> {
+        self.append_then(log, batches, None).await
+    }
+
+    /// [`NodeCore::append`], sending on `sequenced` once the batches have their place in the log
+    /// ([`BucketLog::append_then`]), or once the append failed before that.
+    pub async fn append_then(
+        &self,
+        log: &dyn BucketLog,
+        batches: Bytes,
+        sequenced: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> ApiResult<AppendOutcome> {
         // A node whose lease is lost would write WAL objects it may not acknowledge.
         if let Some(message) = self.failure() {
             return Err(ApiError::Unavailable { message });
@@ -311,7 +322,10 @@ impl NodeCore {
         self.check_writer_ids(&batches).await?;
         let len = batches.len() as u64;
         let started = std::time::Instant::now();
-        let outcome = log.append(batches).await?;
+        let outcome = match sequenced {
+            Some(sequenced) => log.append_then(batches, sequenced).await?,
+            None => log.append(batches).await?,
+        };
         self.metrics
             .latencies
             .append

@@ -1,9 +1,12 @@
 //! Writer epochs and record-counting sequences (docs/writer-identity.md) on a real tablet: the
 //! rules hold on append, and stay exact after a crash, whether the window comes back from the
-//! writer snapshot or from replaying the log.
+//! writer snapshot or from replaying the log. A writer's appends pipelined with `append_then` keep
+//! their order (docs/produce-pipelining.md).
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -141,4 +144,61 @@ async fn epochs_and_record_counts_survive_a_crash_from_the_snapshot() {
 #[tokio::test]
 async fn epochs_and_record_counts_survive_a_crash_from_the_log() {
     epochs_and_record_counts_survive_a_crash(false).await;
+}
+
+#[tokio::test]
+async fn a_writer_pipelines_appends_placed_in_order_before_they_are_durable() {
+    let faulty = Arc::new(mink_s3stream::storage::FaultyStorage::new(
+        Arc::new(mink_s3stream::storage::ObjectStoreBackend::memory()),
+        1,
+    ));
+    faulty.set_put_delay(Duration::from_millis(200));
+    let world =
+        World::with_storage(faulty.clone() as Arc<dyn mink_s3stream::storage::ObjectStorage>);
+    let engine = world.engine("n1").await;
+    let tablet = open(&engine, TabletSettings::default()).await;
+    let writer = 7;
+    // The first append is placed (offsets assigned) while its WAL PUT is still delayed: the
+    // high watermark has not moved when the callback runs.
+    let (placed, is_placed) = tokio::sync::oneshot::channel();
+    let first = {
+        let tablet = tablet.clone();
+        let seen = tablet.clone();
+        tokio::spawn(async move {
+            tablet
+                .append_then(batch(2, writer, 0), move || {
+                    let _ = placed.send(seen.high_watermark());
+                })
+                .await
+        })
+    };
+    let watermark_when_placed = is_placed.await.expect("the callback runs");
+    assert_eq!(watermark_when_placed, 0);
+    // The writer's next batch, started now, goes after it, before the first is durable.
+    let second = tablet.append(batch(3, writer, 1)).await.unwrap();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!((first.base_offset(), first.next_offset()), (0, 2));
+    assert_eq!((second.base_offset(), second.next_offset()), (2, 5));
+    // A duplicate is placed at once and calls back too.
+    let called = Arc::new(AtomicBool::new(false));
+    let flag = called.clone();
+    let again = tablet
+        .append_then(batch(2, writer, 0), move || {
+            flag.store(true, Ordering::SeqCst)
+        })
+        .await
+        .unwrap();
+    assert!(again.is_duplicate());
+    assert!(called.load(Ordering::SeqCst));
+    // An append refused before it is placed calls back as well.
+    let called = Arc::new(AtomicBool::new(false));
+    let flag = called.clone();
+    assert!(
+        tablet
+            .append_then(Bytes::from_static(b"not a batch"), move || flag
+                .store(true, Ordering::SeqCst))
+            .await
+            .is_err()
+    );
+    assert!(called.load(Ordering::SeqCst));
 }

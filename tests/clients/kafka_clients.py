@@ -197,14 +197,15 @@ def operators(broker, topic, group):
         out["bad"] = "altered"
     except KafkaException as e:
         out["bad"] = e.args[0].name()
-    broker_resource = ConfigResource(ResourceType.BROKER, "0")
-    broker_configs = client.describe_configs([broker_resource])[broker_resource].result(timeout=30)
-    out["broker_auto_create"] = broker_configs["auto.create.topics.enable"].value
     tp = TopicPartition(topic, 0, 10)
     deleted = client.delete_records([tp])[tp].result(timeout=30)
     out["low_watermark"] = deleted.low_watermark
     cluster = client.describe_cluster().result(timeout=30)
     out["cluster"] = [cluster.cluster_id, len(cluster.nodes), cluster.controller.id]
+    # A broker's configs are asked of that broker, by its id.
+    broker_resource = ConfigResource(ResourceType.BROKER, str(cluster.controller.id))
+    broker_configs = client.describe_configs([broker_resource])[broker_resource].result(timeout=30)
+    out["broker_auto_create"] = broker_configs["auto.create.topics.enable"].value
     listed = client.list_consumer_groups().result(timeout=30)
     out["groups"] = sorted(g.group_id for g in listed.valid)
     described = client.describe_consumer_groups([group])[group].result(timeout=30)

@@ -90,6 +90,19 @@ pub struct ReadChunk {
 pub trait BucketLog: Send + Sync + 'static {
     /// Appends batches.
     async fn append(&self, batches: Bytes) -> ApiResult<AppendOutcome>;
+    /// [`BucketLog::append`], sending on `sequenced` once the batches have their place in the
+    /// log, before their durability is awaited (or once the append failed): an append started
+    /// after that is placed after this one (docs/produce-pipelining.md). A log that cannot tell
+    /// sends when the append is done.
+    async fn append_then(
+        &self,
+        batches: Bytes,
+        sequenced: tokio::sync::oneshot::Sender<()>,
+    ) -> ApiResult<AppendOutcome> {
+        let outcome = self.append(batches).await;
+        let _ = sequenced.send(());
+        outcome
+    }
     /// Reads batches, projected to `columns` (indices in each batch's schema) when given.
     async fn read(
         &self,

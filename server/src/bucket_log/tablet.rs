@@ -142,22 +142,21 @@ struct TabletLog {
 impl BucketLog for TabletLog {
     async fn append(&self, batches: Bytes) -> ApiResult<AppendOutcome> {
         let result = self.tablet.append(batches).await?;
-        Ok(AppendOutcome {
-            base_offset: result.base_offset(),
-            last_offset: result.next_offset().saturating_sub(1),
-            commit_timestamp: result.batches.last().map_or(0, |b| b.commit_timestamp),
-            duplicate: result.is_duplicate(),
-            batches: result
-                .batches
-                .iter()
-                .map(|b| BatchOutcome {
-                    base_offset: b.base_offset,
-                    next_offset: b.next_offset(),
-                    commit_timestamp: b.commit_timestamp,
-                    duplicate: b.duplicate,
-                })
-                .collect(),
-        })
+        Ok(outcome(&result))
+    }
+
+    async fn append_then(
+        &self,
+        batches: Bytes,
+        sequenced: tokio::sync::oneshot::Sender<()>,
+    ) -> ApiResult<AppendOutcome> {
+        let result = self
+            .tablet
+            .append_then(batches, move || {
+                let _ = sequenced.send(());
+            })
+            .await?;
+        Ok(outcome(&result))
     }
 
     async fn read(
@@ -240,5 +239,25 @@ impl BucketLog for TabletLog {
     async fn destroy(&self) -> ApiResult<()> {
         self.closed.cancel();
         self.tablet.destroy().await.map_err(ApiError::from)
+    }
+}
+
+/// What a tablet append gave, as the node answers it.
+fn outcome(result: &mink_tablet::AppendResult) -> AppendOutcome {
+    AppendOutcome {
+        base_offset: result.base_offset(),
+        last_offset: result.next_offset().saturating_sub(1),
+        commit_timestamp: result.batches.last().map_or(0, |b| b.commit_timestamp),
+        duplicate: result.is_duplicate(),
+        batches: result
+            .batches
+            .iter()
+            .map(|b| BatchOutcome {
+                base_offset: b.base_offset,
+                next_offset: b.next_offset(),
+                commit_timestamp: b.commit_timestamp,
+                duplicate: b.duplicate,
+            })
+            .collect(),
     }
 }

@@ -271,15 +271,17 @@ fn start(
                 );
                 return None;
             }
+            // Placed after the previous Produce of the connection is placed in its logs, not
+            // after it is durable: one producer's batches reach each log in the order sent,
+            // while the previous one's WAL write is in flight.
             let previous = last_produce.take();
-            let (done, next) = oneshot::channel();
+            let (sequenced, next) = oneshot::channel();
             *last_produce = Some(next);
             Box::pin(async move {
                 if let Some(previous) = previous {
                     let _ = previous.await;
                 }
-                let response = produce::produce(&k, request).await;
-                drop(done);
+                let response = produce::produce(&k, request, sequenced).await;
                 drop(frame);
                 (acks != 0)
                     .then(|| encode(correlation, api, version, &response))

@@ -1,6 +1,9 @@
 //! Produce: each partition's Kafka batches become Mink batches of the table's Kafka schema, one
-//! append per partition (docs/kafka.md, "Mapping" and "Idempotent producers").
+//! append per partition, placed in request order and made durable together (docs/kafka.md,
+//! "Mapping", "Idempotent producers", "Pipelining").
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -14,6 +17,9 @@ use super::records::{Batch, decode_batches};
 use super::requests::ProduceRequest;
 use super::state::Kafka;
 use super::table::KafkaColumns;
+use tokio::sync::oneshot;
+
+use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::format::encode_rows;
@@ -24,19 +30,28 @@ struct Appended {
     log_start: i64,
 }
 
-/// Answers a Produce; every partition is appended in request order.
-pub(crate) async fn produce(kafka: &Kafka, request: ProduceRequest) -> ProduceResponse {
+/// One partition's append under way.
+type Running = Pin<Box<dyn Future<Output = ApiResult<Appended>> + Send>>;
+
+/// Answers a Produce. Every partition's append is placed in its log in request order, then
+/// `sequenced` is sent (the connection's next Produce may start placing its own), then their
+/// durability is awaited together (docs/produce-pipelining.md).
+pub(crate) async fn produce(
+    kafka: &Kafka,
+    request: ProduceRequest,
+    sequenced: oneshot::Sender<()>,
+) -> ProduceResponse {
     let mut budget = kafka.settings().max_decompressed_bytes;
-    let mut responses = Vec::with_capacity(request.topics.len());
+    let mut appends: Vec<(String, Vec<(i32, Running)>)> = Vec::with_capacity(request.topics.len());
     for (topic, partitions) in request.topics {
-        let mut answers = Vec::with_capacity(partitions.len());
+        let mut running = Vec::with_capacity(partitions.len());
         for (index, records) in partitions {
-            let outcome = if request.transactional_id.is_some() {
-                Err(ApiError::bad_request(
+            let append: Running = if request.transactional_id.is_some() {
+                Box::pin(std::future::ready(Err(ApiError::bad_request(
                     "transactions are not served: produce without a transactional id",
-                ))
+                ))))
             } else {
-                append(
+                match prepare(
                     kafka,
                     &topic,
                     index,
@@ -44,9 +59,22 @@ pub(crate) async fn produce(kafka: &Kafka, request: ProduceRequest) -> ProduceRe
                     &mut budget,
                 )
                 .await
+                {
+                    Ok((log, batches)) => place(kafka, log, batches).await,
+                    Err(e) => Box::pin(std::future::ready(Err(e))),
+                }
             };
+            running.push((index, append));
+        }
+        appends.push((topic, running));
+    }
+    let _ = sequenced.send(());
+    let mut responses = Vec::with_capacity(appends.len());
+    for (topic, running) in appends {
+        let mut answers = Vec::with_capacity(running.len());
+        for (index, append) in running {
             let answer = PartitionProduceResponse::default().with_index(index);
-            answers.push(match outcome {
+            answers.push(match append.await {
                 Ok(done) => answer
                     .with_base_offset(done.base_offset)
                     .with_log_append_time_ms(-1)
@@ -71,18 +99,17 @@ pub(crate) async fn produce(kafka: &Kafka, request: ProduceRequest) -> ProduceRe
     ProduceResponse::default().with_responses(responses)
 }
 
-/// Appends one partition's batches.
-async fn append(
+/// One partition's log and its records as Mink batches.
+async fn prepare(
     kafka: &Kafka,
     topic: &str,
     index: i32,
     records: Bytes,
     budget: &mut usize,
-) -> ApiResult<Appended> {
+) -> ApiResult<(Arc<dyn BucketLog>, Bytes)> {
     kafka
         .principal()
         .check(crate::auth::Action::Write, Some(topic))?;
-    let core = kafka.core();
     let info = super::topics::table_or_create(kafka, topic).await?;
     let log = kafka.partition(&info, index).await?;
     let batches = decode_batches(records, budget).map_err(|e| ApiError::InvalidBatch {
@@ -93,12 +120,30 @@ async fn append(
             message: "the partition's records hold no batch".to_owned(),
         });
     }
-    let request = encode(&info, &batches)?;
-    let outcome = core.append(log.as_ref(), request).await?;
-    Ok(Appended {
-        base_offset: i64::try_from(outcome.base_offset).unwrap_or(i64::MAX),
-        log_start: i64::try_from(log.offsets().log_start).unwrap_or(i64::MAX),
-    })
+    Ok((log, encode(&info, &batches)?))
+}
+
+/// Starts appending `batches` to `log` and returns once they have their place in it; the
+/// returned future finishes the append (its durability).
+async fn place(kafka: &Kafka, log: Arc<dyn BucketLog>, batches: Bytes) -> Running {
+    let core = kafka.core().clone();
+    let (placed, is_placed) = oneshot::channel();
+    let mut append: Running = Box::pin(async move {
+        let outcome = core
+            .append_then(log.as_ref(), batches, Some(placed))
+            .await?;
+        Ok(Appended {
+            base_offset: i64::try_from(outcome.base_offset).unwrap_or(i64::MAX),
+            log_start: i64::try_from(log.offsets().log_start).unwrap_or(i64::MAX),
+        })
+    });
+    tokio::select! {
+        biased;
+        done = &mut append => Box::pin(std::future::ready(done)),
+        // Sent once placed, or dropped when the append fails first: either way it is done with
+        // the log's order.
+        _ = is_placed => append,
+    }
 }
 
 /// The Mink batches of `batches`, back to back, in the table's newest schema.

@@ -18,6 +18,36 @@ impl Tablet {
     /// A retry of a batch whose first append is still in flight waits for that append's outcome:
     /// a duplicate if it became durable, evaluated afresh if it failed.
     pub async fn append(&self, request: Bytes) -> Result<AppendResult> {
+        self.append_then(request, || {}).await
+    }
+
+    /// [`Tablet::append`], calling `sequenced` as soon as the request has its place in the log
+    /// (its offsets are assigned and it is submitted to the stream, or it is all duplicates),
+    /// before its durability is awaited; or when it fails before that. An append started after
+    /// `sequenced` ran is placed after this one: a front end may start a writer's next append
+    /// then, while this one's WAL write is in flight, and keep the writer's order
+    /// (docs/produce-pipelining.md).
+    pub async fn append_then(
+        &self,
+        request: Bytes,
+        sequenced: impl FnOnce() + Send,
+    ) -> Result<AppendResult> {
+        let mut sequenced = Some(sequenced);
+        let mut placed = || {
+            if let Some(sequenced) = sequenced.take() {
+                sequenced();
+            }
+        };
+        let result = self.append_placed(request, &mut placed).await;
+        placed();
+        result
+    }
+
+    async fn append_placed(
+        &self,
+        request: Bytes,
+        placed: &mut (dyn FnMut() + Send),
+    ) -> Result<AppendResult> {
         let parsed = self.parse(&request)?;
         // Room under the node's budget is reserved before the sequencing lock, so nothing awaits
         // while the lock is held.
@@ -44,6 +74,7 @@ impl Tablet {
                 Sequenced::AllDuplicates(result) => return Ok(result),
                 Sequenced::Submitted(submitted) => submitted,
             };
+            placed();
             let Submitted {
                 pending,
                 ack,

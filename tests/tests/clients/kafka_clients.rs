@@ -201,7 +201,8 @@ async fn confluent_kafka_and_kafka_python_through_restarts() {
     assert_eq!(ops["bad"], "INVALID_CONFIG", "{ops}");
     assert_eq!(ops["broker_auto_create"], "false", "{ops}");
     assert_eq!(ops["low_watermark"], 10, "{ops}");
-    assert_eq!(ops["cluster"], json!(["mink", 1, 0]), "{ops}");
+    assert_eq!(ops["cluster"][0], "mink", "{ops}");
+    assert_eq!(ops["cluster"][1], 1, "one broker: {ops}");
     assert_eq!(ops["groups"], json!(["g"]), "{ops}");
     assert_eq!(ops["group_state"], "EMPTY", "{ops}");
     assert_eq!(
