@@ -42,6 +42,8 @@ pub(crate) fn bench(args: &[String]) -> Result {
     let results = root().join("bench").join("results").join(mode);
     std::fs::create_dir_all(&results).map_err(|e| format!("create {}: {e}", results.display()))?;
     let python = matplotlib()?;
+    // Item 10's Kafka client (confluent-kafka), in the same environment.
+    let clients = install::python_clients()?;
 
     // Build everything first, so the time measured below is the benchmark's.
     let mut build = cargo();
@@ -103,6 +105,7 @@ pub(crate) fn bench(args: &[String]) -> Result {
         if quick {
             command.arg("--quick");
         }
+        command.env("MINK_TEST_PYTHON", &clients);
         services.export(&mut command);
         run(command)?;
     }

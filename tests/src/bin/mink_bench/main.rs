@@ -21,6 +21,9 @@
 //! 7. Peak RSS (VmHWM of /proc/PID/status) of the node during item 2, beside its cache budgets.
 //! 9. Arrow Flight: a cold DoGet of item 4's data against the HTTP Arrow IPC read of it and
 //!    item 4's raw GET; DoPut throughput against raw PUTs; DoGet of 1 of item 5's 10 columns.
+//! 10. Kafka: one librdkafka producer (confluent-kafka, acks=all) against raw PUTs, its
+//!     per-message latency against raw PUTs of 1 MiB, and a cold replay by one consumer
+//!     (`tests/clients/kafka_bench.py`, run with `MINK_TEST_PYTHON`).
 //! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
 //!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
@@ -127,7 +130,7 @@ async fn run(options: Options) -> Result<(), Error> {
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
-    let steps: [(&str, u8); 7] = [
+    let steps: [(&str, u8); 8] = [
         ("idle append", 1),
         ("tail delivery", 3),
         ("replay", 4),
@@ -135,6 +138,7 @@ async fn run(options: Options) -> Result<(), Error> {
         ("projection", 5),
         ("timestamp lookup", 6),
         ("flight", 9),
+        ("kafka", 10),
     ];
     let mut sections = std::collections::BTreeMap::new();
     let only = bench.options.only.clone();
@@ -156,6 +160,7 @@ async fn run(options: Options) -> Result<(), Error> {
             4 => bench.replay().await?,
             5 => bench.projection().await?,
             9 => bench.flight().await?,
+            10 => bench.kafka().await?,
             _ => bench.timestamp_lookup().await?,
         }
         sections.insert(step, std::mem::take(&mut bench.report.md));

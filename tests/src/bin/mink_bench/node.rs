@@ -13,23 +13,31 @@ pub(crate) struct NodeProcess {
     pub(crate) store: Store,
     pub(crate) prefix: String,
     flight_port: u16,
+    kafka_port: u16,
 }
 
 impl NodeProcess {
     pub(crate) fn new(binary: &Path, store: Store, dir: &Path) -> Result<Self, Error> {
         let mut process = mink_tests::node::NodeProcess::new(binary, dir)?;
         let flight_port = process.with_flight()?;
+        let kafka_port = process.with_kafka()?;
         Ok(NodeProcess {
             process,
             store,
             prefix: mink_tests::unique_prefix("bench"),
             flight_port,
+            kafka_port,
         })
     }
 
     /// Where its Flight front end listens (`host:port`).
     pub(crate) fn flight_address(&self) -> String {
         format!("127.0.0.1:{}", self.flight_port)
+    }
+
+    /// Where its Kafka front end listens (`host:port`).
+    pub(crate) fn kafka_address(&self) -> String {
+        format!("127.0.0.1:{}", self.kafka_port)
     }
 
     pub(crate) fn url(&self) -> String {

@@ -101,12 +101,6 @@ impl Bench {
         Ok(())
     }
 
-    async fn restart(&mut self) -> Result<(), Error> {
-        self.node.stop()?;
-        self.node.start()?;
-        self.node.wait_ready(&self.client.http).await
-    }
-
     async fn flight_client(&self) -> Result<FlightClient, Error> {
         let url = format!("http://{}", self.node.flight_address());
         let channel = Channel::from_shared(url)

@@ -1,6 +1,6 @@
 //! The items of the benchmark, one file each, all methods of [`Bench`] (the state they share):
 //! 1 `idle_append`, 2 and 7 `group_commit` (with the node's peak RSS), 3 `tail_delivery`,
-//! 4 `replay`, 5 `projection`, 6 `timestamp_lookup`, 9 `flight`.
+//! 4 `replay`, 5 `projection`, 6 `timestamp_lookup`, 9 `flight`, 10 `kafka`.
 
 use std::sync::Arc;
 
@@ -14,6 +14,7 @@ use crate::report::Report;
 mod flight;
 mod group_commit;
 mod idle_append;
+mod kafka;
 mod projection;
 mod replay;
 mod tail_delivery;
@@ -31,6 +32,15 @@ pub(crate) struct Bench {
     pub(crate) replay_window: (i64, i64),
     /// Item 4's raw sequential GET throughput, MB/s (item 9's baseline).
     pub(crate) replay_raw_mbps: f64,
+}
+
+impl Bench {
+    /// A new life of the node: empty caches.
+    pub(crate) async fn restart(&mut self) -> Result<(), crate::Error> {
+        self.node.stop()?;
+        self.node.start()?;
+        self.node.wait_ready(&self.client.http).await
+    }
 }
 
 pub(crate) fn now_ms() -> i64 {
