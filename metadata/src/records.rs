@@ -30,6 +30,10 @@ pub struct TableRecord {
     /// follows the node's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<RetentionPolicy>,
+    /// The column whose value is each row's key when the table is read over Kafka (a table not
+    /// of the Kafka schema; docs/kafka.md, "Mapping"); `None`: no key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_key: Option<String>,
 }
 
 /// How much of each bucket's log a table keeps: batches committed within `age_ms`, and at most

@@ -129,6 +129,15 @@ fn schema_id(id: u16) -> ApiResult<i16> {
     })
 }
 
+/// What a new table may set besides its schema and shape.
+#[derive(Debug, Clone, Default)]
+pub struct TableOptions {
+    /// Its own retention policy; `None`: the node's default.
+    pub retention: Option<RetentionPolicy>,
+    /// The column whose value is each row's Kafka key (docs/kafka.md, "Mapping").
+    pub kafka_key: Option<String>,
+}
+
 /// The tables of the cluster, cached.
 pub struct Catalog {
     metadata: Arc<Metadata>,
@@ -189,15 +198,20 @@ impl Catalog {
         ))
     }
 
-    /// Creates a table, with its own retention policy when given.
+    /// Creates a table, with its own retention policy and the column of its Kafka keys when
+    /// given.
     pub async fn create(
         &self,
         name: &str,
         schema: &JsonSchema,
         buckets: u32,
         partitions: Vec<String>,
-        retention: Option<RetentionPolicy>,
+        options: TableOptions,
     ) -> ApiResult<Arc<TableInfo>> {
+        let TableOptions {
+            retention,
+            kafka_key,
+        } = options;
         check_name(name)?;
         if let Some(policy) = &retention {
             check_retention(policy)?;
@@ -235,6 +249,13 @@ impl Catalog {
             }
         }
         let arrow = schema.check(limits)?;
+        if let Some(key) = &kafka_key
+            && arrow.index_of(key).is_err()
+        {
+            return Err(ApiError::bad_request(format!(
+                "kafka_key `{key}` is not a column of the schema"
+            )));
+        }
         let tables = self.metadata.list_tables().await?;
         if tables.iter().any(|t| t.name == name) {
             return Err(ApiError::TableExists {
@@ -258,6 +279,7 @@ impl Catalog {
             partitions,
             incarnation: self.metadata.allocate_table_incarnation().await?,
             retention,
+            kafka_key,
         };
         let assignments = match &self.ownership {
             Some(view) => spread(&record, view),

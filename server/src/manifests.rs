@@ -258,6 +258,7 @@ mod tests {
             partitions: vec!["default".into()],
             incarnation: 9,
             retention: None,
+            kafka_key: None,
         };
         assert_eq!(key(&record), "manifests/tables/t/00000000000000000009");
     }

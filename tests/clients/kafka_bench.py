@@ -2,11 +2,12 @@
 librdkafka producer (confluent-kafka) and consumer against a Mink node's Kafka port. Prints one
 JSON document.
 
-    kafka_bench.py produce BROKER TOPIC SECONDS SIZE RATE INFLIGHT
-        an idempotent producer, acks=all, SIZE-byte values to partition 0 for SECONDS, at
-        most RATE messages a second (0: as fast as it can), INFLIGHT requests in flight per
-        connection: messages, bytes, seconds, and each message's produce-to-acknowledgement
-        latency (p50, p99, p999 in ms)
+    kafka_bench.py produce BROKER TOPIC SECONDS SIZE RATE INFLIGHT IDEMPOTENT
+        a producer (idempotent when IDEMPOTENT is 1), acks=all, SIZE-byte values to
+        partition 0 for SECONDS, at most RATE messages a second (0: as fast as it can),
+        INFLIGHT requests in flight per connection: messages, bytes, seconds, and each
+        message's produce-to-acknowledgement latency (p50, p99, p999 in ms). librdkafka's
+        idempotent producer keeps one ProduceRequest in flight whatever INFLIGHT says.
     kafka_bench.py consume BROKER TOPIC COUNT
         reads partition 0 from the beginning until COUNT messages: messages, bytes, seconds
 """
@@ -23,12 +24,12 @@ def percentile(sorted_values, p):
     return sorted_values[index]
 
 
-def produce(broker, topic, seconds, size, rate, inflight):
+def produce(broker, topic, seconds, size, rate, inflight, idempotent):
     from confluent_kafka import Producer
 
     producer = Producer({
         "bootstrap.servers": broker,
-        "enable.idempotence": True,
+        "enable.idempotence": idempotent,
         "max.in.flight.requests.per.connection": inflight,
         "acks": "all",
         "linger.ms": 5,
@@ -111,7 +112,7 @@ def main():
     phase, broker, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if phase == "produce":
         out = produce(broker, topic, float(sys.argv[4]), int(sys.argv[5]),
-                      float(sys.argv[6]), int(sys.argv[7]))
+                      float(sys.argv[6]), int(sys.argv[7]), sys.argv[8] == "1")
     elif phase == "consume":
         out = consume(broker, topic, int(sys.argv[4]))
     else:

@@ -331,6 +331,7 @@ mod tests {
             partitions: vec!["default".to_owned()],
             incarnation,
             retention: None,
+            kafka_key: None,
         }
     }
 

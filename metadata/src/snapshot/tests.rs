@@ -19,6 +19,7 @@ async fn populated() -> (Arc<MemoryKv>, Metadata) {
         partitions: vec!["default".to_owned()],
         incarnation: meta.allocate_table_incarnation().await.unwrap(),
         retention: None,
+        kafka_key: None,
     };
     meta.create_table(&table).await.unwrap();
     meta.create_stream().await.unwrap();

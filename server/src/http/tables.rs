@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use super::extract::json_body;
 use crate::auth::{Action, Principal};
+use crate::catalog::TableOptions;
 use crate::core::NodeCore;
 use crate::error::ApiResult;
 use crate::format::schema::JsonSchema;
@@ -39,6 +40,10 @@ pub(crate) struct CreateTable {
     #[serde(default)]
     #[schema(value_type = Option<super::answers::RetentionPolicyDoc>)]
     retention: Option<RetentionPolicy>,
+    /// The column whose value is each row's key when the table is read over Kafka (a table not
+    /// of the Kafka schema); absent: no key.
+    #[serde(default)]
+    kafka_key: Option<String>,
 }
 
 /// Body of a table update: today only its retention policy (`null`: back to the node's
@@ -71,6 +76,9 @@ pub(crate) struct TableView {
     latest_schema_id: Option<u16>,
     schemas: Vec<SchemaView>,
     retention: RetentionView,
+    /// The column of the rows' Kafka keys, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kafka_key: Option<String>,
 }
 
 /// The tables.
@@ -112,6 +120,7 @@ impl TableView {
                 policy: record.retention,
                 effective: Effective::of(record.retention.as_ref(), node_default),
             },
+            kafka_key: record.kafka_key.clone(),
         }
     }
 }
@@ -142,7 +151,10 @@ pub(crate) async fn create(
             &body.schema,
             body.buckets,
             partitions,
-            body.retention,
+            TableOptions {
+                retention: body.retention,
+                kafka_key: body.kafka_key,
+            },
         )
         .await?;
     tracing::info!(table = %body.name, buckets = body.buckets, "table created");

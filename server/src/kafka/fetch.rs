@@ -181,7 +181,8 @@ async fn read(
         let (records, timing) = match KafkaColumns::of(&schema) {
             Some(columns) => (columns.records(&rows), Timestamps::CreateTime),
             None => (
-                json_records(&rows, committed).map_err(|message| ApiError::Internal { message })?,
+                json_records(&rows, committed, key_column(info, &schema))
+                    .map_err(|message| ApiError::Internal { message })?,
                 Timestamps::LogAppendTime(committed),
             ),
         };
@@ -207,4 +208,10 @@ fn respond(names: Vec<String>, wanted: &[Wanted], answers: Vec<Answer>) -> Fetch
         topics[w.topic].partitions.push(data);
     }
     FetchResponse::default().with_responses(topics)
+}
+
+/// The index of the table's Kafka key column in `schema`, when it names one.
+fn key_column(info: &TableInfo, schema: &arrow_schema::Schema) -> Option<usize> {
+    let record = info.record();
+    schema.index_of(record.kafka_key.as_deref()?).ok()
 }

@@ -171,26 +171,66 @@ impl KafkaColumns {
     }
 }
 
-/// Rows of any other table as records: the value is the row as JSON, stamped `timestamp`.
-pub(crate) fn json_records(rows: &RecordBatch, timestamp: i64) -> Result<Vec<Record>, String> {
+/// Rows of any other table as records: the value is the row as JSON, stamped `timestamp`; the
+/// key is column `key` of the row when the table names one (`kafka_key`): its bytes for binary
+/// and string columns, its JSON text for any other type, null when the value is null.
+pub(crate) fn json_records(
+    rows: &RecordBatch,
+    timestamp: i64,
+    key: Option<usize>,
+) -> Result<Vec<Record>, String> {
     let mut writer = arrow_json::LineDelimitedWriter::new(Vec::new());
     writer.write(rows).map_err(|e| e.to_string())?;
     writer.finish().map_err(|e| e.to_string())?;
     let text = Bytes::from(writer.into_inner());
+    let keys = key.map(|k| {
+        (
+            k,
+            rows.column(k).clone(),
+            rows.schema().field(k).name().clone(),
+        )
+    });
     let mut records = Vec::with_capacity(rows.num_rows());
     let mut start = 0;
     for (i, byte) in text.iter().enumerate() {
         if *byte == b'\n' {
+            let value = text.slice(start..i);
+            let row = records.len();
+            let key = match &keys {
+                None => None,
+                Some((_, column, name)) => key_of(column, row, name, &value),
+            };
             records.push(Record {
                 timestamp,
-                key: None,
-                value: Some(text.slice(start..i)),
+                key,
+                value: Some(value),
                 headers: Vec::new(),
             });
             start = i + 1;
         }
     }
     Ok(records)
+}
+
+/// The key of `row` from `column` (named `name` in the row's JSON text `json`).
+fn key_of(column: &ArrayRef, row: usize, name: &str, json: &[u8]) -> Option<Bytes> {
+    if column.is_null(row) {
+        return None;
+    }
+    match column.data_type() {
+        DataType::Utf8 => Some(Bytes::copy_from_slice(
+            column.as_string::<i32>().value(row).as_bytes(),
+        )),
+        DataType::LargeUtf8 => Some(Bytes::copy_from_slice(
+            column.as_string::<i64>().value(row).as_bytes(),
+        )),
+        DataType::Binary => Some(Bytes::copy_from_slice(column.as_binary::<i32>().value(row))),
+        DataType::LargeBinary => Some(Bytes::copy_from_slice(column.as_binary::<i64>().value(row))),
+        _ => {
+            let parsed: serde_json::Value = serde_json::from_slice(json).ok()?;
+            Some(Bytes::from(parsed.get(name)?.to_string()))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -252,12 +292,34 @@ mod tests {
             vec![Arc::new(arrow_array::Int64Array::from(vec![1, 2]))],
         )
         .unwrap();
-        let records = json_records(&rows, 77).unwrap();
+        let records = json_records(&rows, 77, None).unwrap();
         let values: Vec<_> = records.iter().map(|r| r.value.clone().unwrap()).collect();
         assert_eq!(
             values,
             vec![Bytes::from("{\"n\":1}"), Bytes::from("{\"n\":2}")]
         );
         assert!(records.iter().all(|r| r.timestamp == 77 && r.key.is_none()));
+    }
+
+    #[test]
+    fn a_named_key_column_gives_each_record_its_key() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let rows = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(arrow_array::StringArray::from(vec![Some("a"), None])),
+                Arc::new(arrow_array::Int64Array::from(vec![1, 2])),
+            ],
+        )
+        .unwrap();
+        let by_string = json_records(&rows, 0, Some(0)).unwrap();
+        let keys: Vec<_> = by_string.iter().map(|r| r.key.clone()).collect();
+        assert_eq!(keys, vec![Some(Bytes::from("a")), None]);
+        let by_number = json_records(&rows, 0, Some(1)).unwrap();
+        let keys: Vec<_> = by_number.iter().map(|r| r.key.clone()).collect();
+        assert_eq!(keys, vec![Some(Bytes::from("1")), Some(Bytes::from("2"))]);
     }
 }

@@ -14,7 +14,7 @@ use super::requests::{CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest};
 use super::state::Kafka;
 use super::table::kafka_schema;
 use crate::auth::Action;
-use crate::catalog::TableInfo;
+use crate::catalog::{TableInfo, TableOptions};
 use crate::error::{ApiError, ApiResult};
 use crate::format::schema::JsonSchema;
 
@@ -115,7 +115,10 @@ async fn create_table(
             &schema,
             partitions,
             vec!["default".to_owned()],
-            retention,
+            TableOptions {
+                retention,
+                kafka_key: None,
+            },
         )
         .await
 }

@@ -1,7 +1,7 @@
 //! kcat (librdkafka) against the Kafka front end of a node in memory: metadata, an idempotent
 //! produce with keys and repeated headers in every compression, a consume from the beginning
 //! that sees them exactly, offsets by time, and the same rows read over HTTP. A table made over
-//! HTTP with another schema is consumed as JSON values.
+//! HTTP with another schema is consumed as JSON values, keyed by its `kafka_key` column.
 
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ async fn kcat_produces_and_consumes_through_the_kafka_port() {
     let plain = http
         .post(format!("{}/v1/tables", node.url()))
         .json(
-            &json!({"name": "plain", "buckets": 1, "schema": {"fields": [
+            &json!({"name": "plain", "buckets": 1, "kafka_key": "n", "schema": {"fields": [
                 {"name": "n", "type": "int64", "nullable": false},
             ]}}),
         )
@@ -177,12 +177,13 @@ async fn kcat_produces_and_consumes_through_the_kafka_port() {
         "beginning".into(),
         "-e".into(),
         "-f".into(),
-        "%s\\n".into(),
+        "%k=%s\\n".into(),
     ])
     .await;
+    // Keyed by the table's `kafka_key` column.
     assert_eq!(
         values.lines().collect::<Vec<_>>(),
-        ["{\"n\":1}", "{\"n\":2}"]
+        ["1={\"n\":1}", "2={\"n\":2}"]
     );
     node.shutdown().await.unwrap();
 }

@@ -84,6 +84,7 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
         partitions: vec!["default".into()],
         incarnation: 0,
         retention: None,
+        kafka_key: None,
     };
     meta.create_table(&table).await.unwrap();
     assert_eq!(
