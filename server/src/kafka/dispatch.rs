@@ -189,10 +189,7 @@ fn start(
                 Err(response) => Err(ready(&response)),
             });
         }
-        ApiKey::ApiVersions => {
-            let answer = encode(correlation, api, version, &api_versions(code::NONE));
-            Box::pin(async move { answer })
-        }
+        ApiKey::ApiVersions => ready(&api_versions(code::NONE)),
         ApiKey::Metadata => serve!(requests::metadata, |k: Kafka, q| async move {
             metadata::metadata(&k, q).await
         }),

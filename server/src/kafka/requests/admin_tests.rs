@@ -1,6 +1,5 @@
 //! The operator requests' decoders against the `kafka-protocol` crate's encoders.
 
-use bytes::BytesMut;
 use kafka_protocol::messages::{
     ApiKey, DeleteRecordsRequest as KDelete, DescribeClusterRequest as KCluster,
     DescribeConfigsRequest as KDescribe, IncrementalAlterConfigsRequest as KIncremental, TopicName,
@@ -10,33 +9,21 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::*;
-use crate::kafka::versions::{flexible, served};
+use crate::kafka::requests::groups::tests::each_version;
 
 fn s(text: &'static str) -> StrBytes {
     StrBytes::from_static_str(text)
 }
 
-fn decode_all<T>(
+/// Every served version of `message` decoded, checked as `each_version` does.
+fn decode_all<M: Encodable + Clone, T>(
     key: ApiKey,
-    message: &impl Encodable,
+    message: &M,
     decode: fn(&mut Reader, i16) -> WireResult<T>,
 ) -> Vec<T> {
-    let (min, max) = served(key as i16).unwrap();
-    (min..=max)
-        .map(|v| {
-            let mut buf = BytesMut::new();
-            message.encode(&mut buf, v).unwrap();
-            let bytes = buf.freeze();
-            let mut r = Reader::new(bytes.clone(), flexible(key as i16, v));
-            let decoded = decode(&mut r, v).unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
-            assert_eq!(r.remaining(), 0, "{key:?} v{v}");
-            for cut in 0..bytes.len() {
-                let mut r = Reader::new(bytes.slice(..cut), flexible(key as i16, v));
-                assert!(decode(&mut r, v).is_err(), "{key:?} v{v} cut at {cut}");
-            }
-            decoded
-        })
-        .collect()
+    let mut decoded = Vec::new();
+    each_version(key, |_| message.clone(), decode, |_, d| decoded.push(d));
+    decoded
 }
 
 #[test]

@@ -287,4 +287,4 @@ pub(crate) fn describe_groups(r: &mut Reader, version: i16) -> WireResult<Descri
 
 #[cfg(test)]
 #[path = "groups_tests.rs"]
-mod tests;
+pub(super) mod tests;

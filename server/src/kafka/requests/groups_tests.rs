@@ -28,12 +28,13 @@ fn s(text: &'static str) -> StrBytes {
 }
 
 /// Decodes `message` encoded at every served version of `key` with `decode`, checks that the
-/// whole body was read, and hands each decoded request to `check`.
-fn each_version<M: Encodable, T>(
+/// whole body was read, and hands each decoded request to `check` (also the operator requests'
+/// tests, `admin_tests.rs`).
+pub(crate) fn each_version<M: Encodable, T>(
     key: ApiKey,
     message: impl Fn(i16) -> M,
     decode: fn(&mut Reader, i16) -> crate::kafka::wire::WireResult<T>,
-    check: impl Fn(i16, T),
+    mut check: impl FnMut(i16, T),
 ) {
     let (min, max) = served(key as i16).unwrap();
     for v in min..=max {
