@@ -17,6 +17,7 @@
 //! | `mink/assign/{table}/{partition}/{bucket}` | [`crate::BucketAssignment`] (`{table}` as in the writer keys) |
 //! | `mink/recovery/{member}` | [`crate::RecoveryClaim`] on a dead member's WAL |
 //! | `mink/kafka-offsets/{group}/{table}/{partition}` | [`crate::GroupOffset`]: a Kafka consumer group's committed offset (`{group}` as [`group_segment`], `{table}` as in the writer keys) |
+//! | `mink/ds-producers/{table}/{name}` | [`crate::ProducerName`]: the writer id of a Durable Streams producer name in one stream's table (`{name}` escaped as [`group_segment`], `{table}` as in the writer keys) |
 //!
 //! `{table}` in tablet keys (the writer snapshots here, the tablet registry of `mink-tablet`) is
 //! [`table_segment`]: the name for incarnation 0, `{name}@{n}` after, so a table created again
@@ -52,6 +53,8 @@ pub const BROKER_IDS: &str = "mink/broker-ids/";
 pub const WRITERS: &str = "mink/writers/";
 /// Prefix of Kafka consumer groups' committed offsets.
 pub const GROUP_OFFSETS: &str = "mink/kafka-offsets/";
+/// Prefix of Durable Streams producer names.
+pub const DS_PRODUCERS: &str = "mink/ds-producers/";
 /// Prefix of dropped tables' tombstones.
 pub const DROPPED: &str = "mink/dropped/";
 
@@ -169,6 +172,16 @@ pub fn group_offsets(group: &str) -> String {
 /// Key of a Kafka group's committed offset of one partition (`table` as [`table_segment`]).
 pub fn group_offset(group: &str, table: &str, partition: u32) -> String {
     format!("{}{table}/{partition:010}", group_offsets(group))
+}
+
+/// Prefix of the producer names of one table (`table` as [`table_segment`]).
+pub fn producer_names(table: &str) -> String {
+    format!("{DS_PRODUCERS}{table}/")
+}
+
+/// Key of a Durable Streams producer name of one table (`table` as [`table_segment`]).
+pub fn producer_name(table: &str, name: &str) -> String {
+    format!("{}{}", producer_names(table), group_segment(name))
 }
 
 /// Checks a name used as one key segment (table, partition, node): non-empty, no `/`.

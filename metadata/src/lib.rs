@@ -39,7 +39,7 @@ pub use log::{
     MetadataOptions, RebuildChanges, RebuildWritten, WalCompacted,
 };
 pub use records::{
-    BucketAssignment, GroupOffset, NodeRecord, ObjectKind, ObjectRecord, RecoveryClaim,
-    RetentionPolicy, StreamRange, StreamRecord, StreamState, TableRecord, WalReservation,
-    WriterSnapshot, is_life_of, member_id,
+    BucketAssignment, GroupOffset, NodeRecord, ObjectKind, ObjectRecord, ProducerName,
+    RecoveryClaim, RetentionPolicy, StreamConfig, StreamRange, StreamRecord, StreamState,
+    TableRecord, WalReservation, WriterSnapshot, is_life_of, member_id,
 };

@@ -34,6 +34,33 @@ pub struct TableRecord {
     /// of the Kafka schema; docs/kafka.md, "Mapping"); `None`: no key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka_key: Option<String>,
+    /// Set when the table is a Durable Streams stream (docs/durable-streams.md): its content
+    /// type and lifetime. `None` for every other table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamConfig>,
+}
+
+/// What a Durable Streams stream was created with (docs/durable-streams.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamConfig {
+    /// The stream's content type, as the client gave it (compared case-insensitively).
+    pub content_type: String,
+    /// `Stream-TTL`: seconds without a read or an append before the stream expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    /// `Stream-Expires-At`: when the stream expires (milliseconds since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<i64>,
+    /// When it was created (milliseconds since the epoch).
+    pub created_ms: u64,
+}
+
+/// The writer id a Durable Streams producer name stands for in one stream (docs/durable-streams.md,
+/// "Appends and producers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerName {
+    /// A writer id the allocator handed out.
+    pub writer_id: u64,
 }
 
 /// How much of each bucket's log a table keeps: batches committed within `age_ms`, and at most
@@ -326,6 +353,7 @@ json_record!(NodeRecord, RecordKind::Node);
 json_record!(BucketAssignment, RecordKind::Assignment);
 json_record!(RecoveryClaim, RecordKind::Recovery);
 json_record!(GroupOffset, RecordKind::GroupOffset);
+json_record!(ProducerName, RecordKind::ProducerName);
 
 impl MetaRecord for ObjectRecord {
     const KIND: RecordKind = RecordKind::Object;

@@ -54,6 +54,8 @@ pub enum RecordKind {
     Recovery = 9,
     /// [`crate::GroupOffset`].
     GroupOffset = 10,
+    /// [`crate::ProducerName`].
+    ProducerName = 11,
 }
 
 /// A record stored as one metadata value.

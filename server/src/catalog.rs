@@ -136,6 +136,8 @@ pub struct TableOptions {
     pub retention: Option<RetentionPolicy>,
     /// The column whose value is each row's Kafka key (docs/kafka.md, "Mapping").
     pub kafka_key: Option<String>,
+    /// Set for a Durable Streams stream (docs/durable-streams.md).
+    pub stream: Option<mink_metadata::StreamConfig>,
 }
 
 /// The tables of the cluster, cached.
@@ -211,6 +213,7 @@ impl Catalog {
         let TableOptions {
             retention,
             kafka_key,
+            stream,
         } = options;
         check_name(name)?;
         if let Some(policy) = &retention {
@@ -280,6 +283,7 @@ impl Catalog {
             incarnation: self.metadata.allocate_table_incarnation().await?,
             retention,
             kafka_key,
+            stream,
         };
         let assignments = match &self.ownership {
             Some(view) => spread(&record, view),

@@ -167,6 +167,12 @@ pub enum ApiError {
         /// The host asked for.
         host: String,
     },
+    /// A part of a protocol this node does not serve (e.g. Durable Streams forks).
+    #[error("not implemented: {message}")]
+    NotImplemented {
+        /// What is not served, and where it is explained.
+        message: String,
+    },
     /// A state conflict other than sequencing (e.g. closing a closed log).
     #[error("{message}")]
     Conflict {
@@ -258,6 +264,7 @@ impl ApiError {
         "unknown_writer",
         "misdirected_request",
         "conflict",
+        "not_implemented",
         "unavailable",
         "shutting_down",
         "moved",
@@ -291,6 +298,7 @@ impl ApiError {
             ApiError::UnknownWriter { .. } => "unknown_writer",
             ApiError::MisdirectedRequest { .. } => "misdirected_request",
             ApiError::Conflict { .. } => "conflict",
+            ApiError::NotImplemented { .. } => "not_implemented",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::ShuttingDown => "shutting_down",
             ApiError::Moved { .. } => "moved",

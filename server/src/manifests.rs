@@ -259,6 +259,7 @@ mod tests {
             incarnation: 9,
             retention: None,
             kafka_key: None,
+            stream: None,
         };
         assert_eq!(key(&record), "manifests/tables/t/00000000000000000009");
     }

@@ -23,6 +23,7 @@ mod commit;
 mod group_offsets;
 mod index_follower;
 mod nodes;
+mod producer_names;
 mod read;
 mod rebuild;
 mod recovery;

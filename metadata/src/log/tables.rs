@@ -332,6 +332,7 @@ mod tests {
             incarnation,
             retention: None,
             kafka_key: None,
+            stream: None,
         }
     }
 

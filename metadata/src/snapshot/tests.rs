@@ -20,6 +20,7 @@ async fn populated() -> (Arc<MemoryKv>, Metadata) {
         incarnation: meta.allocate_table_incarnation().await.unwrap(),
         retention: None,
         kafka_key: None,
+        stream: None,
     };
     meta.create_table(&table).await.unwrap();
     meta.create_stream().await.unwrap();

@@ -47,6 +47,7 @@ pub(crate) fn code_of(error: &ApiError) -> Code {
         | ApiError::ShuttingDown
         | ApiError::Moved { .. } => Code::Unavailable,
         ApiError::Internal { .. } => Code::Internal,
+        ApiError::NotImplemented { .. } => Code::Unimplemented,
     }
 }
 

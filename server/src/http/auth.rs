@@ -114,6 +114,21 @@ fn action_of(method: &Method, path: &str) -> Option<(Action, Option<String>)> {
             };
             Some((action, table))
         }
+        "ds" => {
+            let action = if matches!(*method, Method::GET | Method::HEAD) {
+                Action::Read
+            } else {
+                Action::Write
+            };
+            // A stream is the table its name maps to; a name that maps to none matches no
+            // table list.
+            let rest = path.strip_prefix("/ds/v1/stream/");
+            let table = rest.map(|name| {
+                let name = percent_decode(name, false).unwrap_or_else(|| name.to_owned());
+                super::ds::names::table_of(&name).unwrap_or(name)
+            });
+            Some((action, table))
+        }
         _ => Some((Action::Read, None)),
     }
 }
@@ -169,6 +184,17 @@ mod tests {
                 "/v1/tables/%zz/buckets/0/offsets",
                 Some((Action::Read, Some("%zz"))),
             ),
+            (
+                Method::GET,
+                "/ds/v1/stream/a%2Fb",
+                Some((Action::Read, Some("ds.a_2Fb"))),
+            ),
+            (
+                Method::POST,
+                "/ds/v1/stream/s",
+                Some((Action::Write, Some("ds.s"))),
+            ),
+            (Method::PUT, "/ds/v1", Some((Action::Write, None))),
             (Method::GET, "/healthz/x", Some((Action::Read, None))),
             (Method::GET, "/nope", Some((Action::Read, None))),
         ];

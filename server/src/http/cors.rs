@@ -3,7 +3,8 @@
 //! tower-http's CORS layer answers preflights and adds the headers: reads (GET and HEAD) from
 //! any origin, writes from the origins in `http.cors.write_origins`, or from any origin when the
 //! node requires a token (a page without one cannot write). The `Mink-*` position headers are
-//! exposed, so a page's `fetch` can read `Mink-Next-Offset`.
+//! exposed, so a page's `fetch` can read `Mink-Next-Offset`, and so are the Durable Streams
+//! protocol's `Stream-*` and `Producer-*` headers (`/ds`).
 //!
 //! Whether CORS is on or not, every write obeys one more rule, checked before anything runs: a
 //! request carrying an `Origin` that is neither this node's own nor allowed to write is refused
@@ -15,8 +16,8 @@ use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::header::{
-    ACCEPT, ACCESS_CONTROL_REQUEST_METHOD, AUTHORIZATION, CONTENT_TYPE, HOST, LOCATION, ORIGIN,
-    RETRY_AFTER,
+    ACCEPT, ACCESS_CONTROL_REQUEST_METHOD, AUTHORIZATION, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH,
+    LOCATION, ORIGIN, RETRY_AFTER,
 };
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, Method};
@@ -24,6 +25,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use super::ds::answer as ds;
 use super::headers::{
     HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
 };
@@ -107,6 +109,15 @@ pub(crate) fn layer(core: &NodeCore) -> Option<CorsLayer> {
                 WRITER_ID,
                 SEQUENCE,
                 SCHEMA_ID,
+                IF_NONE_MATCH,
+                // The Durable Streams requests (`/ds`).
+                HeaderName::from_static("stream-seq"),
+                ds::TTL,
+                ds::EXPIRES_AT,
+                ds::CLOSED,
+                HeaderName::from_static("producer-id"),
+                ds::PRODUCER_EPOCH,
+                ds::PRODUCER_SEQ,
             ])
             .expose_headers([
                 NEXT_OFFSET,
@@ -116,6 +127,19 @@ pub(crate) fn layer(core: &NodeCore) -> Option<CorsLayer> {
                 SCHEMA_ID,
                 RETRY_AFTER,
                 LOCATION,
+                ETAG,
+                // The Durable Streams answers (`/ds`).
+                ds::NEXT_OFFSET,
+                ds::UP_TO_DATE,
+                ds::CURSOR,
+                ds::CLOSED,
+                ds::TTL,
+                ds::EXPIRES_AT,
+                ds::SSE_ENCODING,
+                ds::PRODUCER_EPOCH,
+                ds::PRODUCER_SEQ,
+                ds::PRODUCER_EXPECTED,
+                ds::PRODUCER_RECEIVED,
             ])
             .max_age(Duration::from_secs(cors.max_age_secs)),
     )

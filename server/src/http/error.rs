@@ -42,6 +42,7 @@ impl ApiError {
             | ApiError::ShuttingDown
             | ApiError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::NotImplemented { .. } => StatusCode::NOT_IMPLEMENTED,
         }
     }
 

@@ -26,6 +26,8 @@
 //! | POST | `/v1/tables/{table}/buckets/{bucket}/trim` | `{"offset"}`: move the log start forward |
 //! | POST | `/v1/tables/{table}/buckets/{bucket}/transfer` | `{"to": node}`: move the bucket to a live node (202) |
 //!
+//! | PUT, POST, GET, HEAD, DELETE | `/ds/v1/stream/{name}` | the Durable Streams protocol (`ds/`, docs/durable-streams.md; `[ds] enabled`) |
+//!
 //! Bucket routes take `?partition=NAME` (default `default`).
 //!
 //! Files: `listener` (the accept loop, connection limits, TLS handshakes), `connection` (one
@@ -52,6 +54,7 @@ mod cluster;
 mod connection;
 mod cors;
 mod dashboard;
+pub(crate) mod ds;
 mod error;
 mod extract;
 mod headers;
@@ -154,6 +157,17 @@ pub(crate) fn serve_listener(
 pub(crate) fn router(core: Arc<NodeCore>) -> Router {
     let http = &core.settings().http;
     let budget = core.budget().clone();
+    // One rate limit and one set of parked-read places for every route family.
+    let rate_limit = rate_limit::RateLimit::new(
+        http.rate_limit_per_sec,
+        http.rate_limit_burst,
+        core.metrics().clone(),
+    );
+    let parked = parked::ParkedReads::new(
+        http.max_parked_reads,
+        http.max_parked_reads_per_client,
+        core.metrics().clone(),
+    );
     let v1 = routes::v1()
         .router
         // Innermost first: bodies are bounded before anything reads them (appends by their
@@ -167,46 +181,27 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             }),
             body::bounded_json,
         ))
-        .layer(Extension(budget))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(|request: &axum::http::Request<Body>| {
-                    tracing::debug_span!(
-                        "request",
-                        method = %request.method(),
-                        path = %request.uri().path()
-                    )
-                })
-                .on_request(())
-                .on_response(
-                    |response: &axum::http::Response<Body>, latency: Duration, _: &Span| {
-                        tracing::debug!(
-                            status = response.status().as_u16(),
-                            micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
-                            "request"
-                        );
-                    },
-                )
-                .on_body_chunk(())
-                .on_eos(())
-                .on_failure(()),
-        )
+        .layer(Extension(budget.clone()))
+        .layer(trace_layer())
         .layer(axum::middleware::from_fn_with_state(
-            rate_limit::RateLimit::new(
-                http.rate_limit_per_sec,
-                http.rate_limit_burst,
-                core.metrics().clone(),
-            ),
+            rate_limit.clone(),
             rate_limit::admit,
         ))
-        .layer(axum::Extension(parked::ParkedReads::new(
-            http.max_parked_reads,
-            http.max_parked_reads_per_client,
-            core.metrics().clone(),
-        )));
-    let app = routes::root()
-        .router
-        .nest("/v1", v1)
+        .layer(Extension(parked.clone()));
+    let mut app = routes::root().router.nest("/v1", v1);
+    if core.settings().ds.enabled {
+        // The Durable Streams front end reads its own bodies, within `ds.max_append_bytes`.
+        let ds = ds::routes(&core)
+            .layer(Extension(budget))
+            .layer(trace_layer())
+            .layer(axum::middleware::from_fn_with_state(
+                rate_limit,
+                rate_limit::admit,
+            ))
+            .layer(Extension(parked));
+        app = app.nest("/ds", ds);
+    }
+    let app = app
         .fallback(not_found)
         // Nothing runs, not even the rate limit, before the token is checked (only the Host
         // allowlist, below, comes first).
@@ -243,6 +238,42 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         None => app,
     };
     app.with_state(core)
+}
+
+/// The request log's layer.
+type RequestLog = TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    fn(&axum::http::Request<Body>) -> Span,
+    (),
+    fn(&axum::http::Response<Body>, Duration, &Span),
+    (),
+    (),
+    (),
+>;
+
+/// The request log: method, path, status and micros of each request, at debug level.
+fn trace_layer() -> RequestLog {
+    fn span(request: &axum::http::Request<Body>) -> Span {
+        tracing::debug_span!(
+            "request",
+            method = %request.method(),
+            path = %request.uri().path()
+        )
+    }
+    fn done(response: &axum::http::Response<Body>, latency: Duration, _: &Span) {
+        tracing::debug!(
+            status = response.status().as_u16(),
+            micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            "request"
+        );
+    }
+    TraceLayer::new_for_http()
+        .make_span_with(span as fn(&axum::http::Request<Body>) -> Span)
+        .on_request(())
+        .on_response(done as fn(&axum::http::Response<Body>, Duration, &Span))
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(())
 }
 
 /// Whether a response is JSON or NDJSON, the bodies worth compressing.

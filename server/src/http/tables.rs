@@ -154,6 +154,7 @@ pub(crate) async fn create(
             TableOptions {
                 retention: body.retention,
                 kafka_key: body.kafka_key,
+                stream: None,
             },
         )
         .await?;

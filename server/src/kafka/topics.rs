@@ -118,6 +118,7 @@ async fn create_table(
             TableOptions {
                 retention,
                 kafka_key: None,
+                stream: None,
             },
         )
         .await

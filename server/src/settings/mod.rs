@@ -79,6 +79,7 @@ mod body_limits;
 mod chaos;
 mod cluster;
 mod cors;
+mod ds;
 mod flight;
 mod http;
 mod kafka;
@@ -102,6 +103,7 @@ pub use body_limits::BodyLimits;
 pub use chaos::ChaosSettings;
 pub use cluster::ClusterSettings;
 pub use cors::CorsSettings;
+pub use ds::DsSettings;
 pub use flight::{DEFAULT_FLIGHT_PORT, FlightSettings};
 pub use http::HttpSettings;
 pub use kafka::{DEFAULT_KAFKA_PORT, KafkaSettings};
@@ -146,6 +148,8 @@ pub struct Settings {
     pub flight: FlightSettings,
     /// The Kafka front end: where it listens, its limits.
     pub kafka: KafkaSettings,
+    /// The Durable Streams front end under `/ds`: on or off, its limits.
+    pub ds: DsSettings,
     /// The node's default retention policy and the retention task's cadence.
     pub retention: RetentionSettings,
     /// The stream engine (WAL group commit, compaction, back-pressure).
@@ -174,6 +178,7 @@ impl Default for Settings {
             cluster: ClusterSettings::default(),
             flight: FlightSettings::default(),
             kafka: KafkaSettings::default(),
+            ds: DsSettings::default(),
             retention: RetentionSettings::default(),
             engine: EngineSettings::default(),
             tablet: TabletSettings::default(),
@@ -224,6 +229,7 @@ impl Settings {
         self.cluster.validate()?;
         self.flight.validate()?;
         self.kafka.validate()?;
+        self.ds.validate()?;
         self.retention.validate()?;
         self.metadata.validate()?;
         if let Some(chaos) = &self.chaos {

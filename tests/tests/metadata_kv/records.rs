@@ -85,6 +85,7 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
         incarnation: 0,
         retention: None,
         kafka_key: None,
+        stream: None,
     };
     meta.create_table(&table).await.unwrap();
     assert_eq!(
