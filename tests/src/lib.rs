@@ -54,6 +54,15 @@ pub fn kcat() -> String {
     required(KCAT_ENV, "kcat")
 }
 
+/// Environment variable holding the folder where the Durable Streams conformance suite is
+/// installed (its `node_modules`), by `cargo xtask test`.
+pub const DS_SUITE_ENV: &str = "MINK_TEST_DS_SUITE";
+
+/// The Durable Streams conformance suite's folder. Panics with instructions when unset.
+pub fn ds_suite() -> String {
+    required(DS_SUITE_ENV, "the Durable Streams conformance suite (npm)")
+}
+
 /// A client script of `tests/clients/`.
 pub fn client_script(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -11,6 +11,28 @@ use std::time::{Duration, Instant};
 /// How long a starting node may take to answer `/healthz`.
 pub const START_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The `mink` binary of this build: `MINK_TEST_NODE_BIN`, else the one the workspace build
+/// (`cargo xtask test`) puts next to the test binaries ({target}/debug/mink beside
+/// {target}/debug/deps/). Panics with instructions when it is missing.
+pub fn binary() -> PathBuf {
+    if let Ok(path) = std::env::var("MINK_TEST_NODE_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test's own path");
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("mink"))
+        .expect("the target folder");
+    assert!(
+        path.exists(),
+        "no node binary at {}: build it with `cargo build -p mink-server --bin mink` (cargo xtask \
+         test does) or set MINK_TEST_NODE_BIN",
+        path.display()
+    );
+    path
+}
+
 /// One node process at a time, its port, directory and log kept across lives.
 #[derive(Debug)]
 pub struct NodeProcess {

@@ -12,7 +12,6 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,26 +29,6 @@ const ARROW: &str = "application/vnd.apache.arrow.stream";
 /// Rows of the table every test writes before its attack, and must read back after it.
 const KEPT_ROWS: &str = "{\"id\":1,\"msg\":\"one\"}\n{\"id\":2,\"msg\":\"two\"}\n{\"id\":3}\n";
 
-fn node_binary() -> PathBuf {
-    if let Ok(path) = std::env::var("MINK_TEST_NODE_BIN") {
-        return PathBuf::from(path);
-    }
-    // This test runs from {target}/debug/deps/; the node is {target}/debug/mink.
-    let exe = std::env::current_exe().expect("the test's own path");
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("mink"))
-        .expect("the target folder");
-    assert!(
-        path.exists(),
-        "no node binary at {}: build it with `cargo build -p mink-server --bin mink` (cargo xtask \
-         test does) or set MINK_TEST_NODE_BIN",
-        path.display()
-    );
-    path
-}
-
 /// A running node process with the kept table written.
 struct Node {
     process: NodeProcess,
@@ -62,7 +41,8 @@ impl Node {
     /// table.
     async fn start(extra: &str) -> Node {
         let dir = tempfile::tempdir().expect("temporary folder");
-        let mut process = NodeProcess::new(&node_binary(), dir.path()).expect("a free port");
+        let mut process =
+            NodeProcess::new(&mink_tests::node::binary(), dir.path()).expect("a free port");
         let config = format!("{}{extra}\n", process.base_config("hostile"));
         process.start(&config, None).expect("the node starts");
         let http = reqwest::Client::new();
@@ -476,7 +456,8 @@ async fn tokens_gate_every_route_but_healthz() {
                        [[auth.tokens]]\ntoken = \"reader-secret-0123456789\"\nscope = \"read\"\n";
     // The kept table is written with the write token, so start by hand.
     let dir = tempfile::tempdir().expect("temporary folder");
-    let mut process = NodeProcess::new(&node_binary(), dir.path()).expect("a free port");
+    let mut process =
+        NodeProcess::new(&mink_tests::node::binary(), dir.path()).expect("a free port");
     let config = format!("{}{node_config}", process.base_config("hostile"));
     process.start(&config, None).expect("the node starts");
     let http = reqwest::Client::new();
@@ -611,7 +592,7 @@ async fn an_http_s3_endpoint_without_allow_http_fails_at_start_naming_the_flag()
     let s3 = mink_tests::s3_server();
     let dir = tempfile::tempdir().expect("temporary folder");
     let stderr_path = dir.path().join("stderr");
-    let mut child = std::process::Command::new(node_binary())
+    let mut child = std::process::Command::new(mink_tests::node::binary())
         .args(["serve", "--listen", "127.0.0.1:0", "--storage", "s3"])
         .env("MINK_FLIGHT_LISTEN", "none")
         .env("MINK_KAFKA_LISTEN", "none")

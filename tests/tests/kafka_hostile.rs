@@ -6,7 +6,6 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -23,17 +22,6 @@ use serde_json::json;
 
 /// Peak memory the node may reach through the whole suite.
 const MAX_PEAK_RSS_KIB: u64 = 1 << 20;
-
-fn node_binary() -> PathBuf {
-    if let Ok(path) = std::env::var("MINK_TEST_NODE_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("the test's own path");
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("mink"))
-        .expect("the target folder")
-}
 
 fn connect(port: u16) -> TcpStream {
     let stream = TcpStream::connect(("127.0.0.1", port)).expect("the Kafka port accepts");
@@ -176,7 +164,7 @@ fn produce(port: u16, topic: &'static str, records: Bytes) -> i16 {
 #[tokio::test]
 async fn the_kafka_port_survives_hostile_input() {
     let dir = tempfile::tempdir().unwrap();
-    let mut process = NodeProcess::new(&node_binary(), dir.path()).unwrap();
+    let mut process = NodeProcess::new(&mink_tests::node::binary(), dir.path()).unwrap();
     let port = process.with_kafka().unwrap();
     let config = process.base_config("kafka-hostile");
     process.start(&config, None).unwrap();

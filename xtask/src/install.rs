@@ -10,6 +10,9 @@
 //!   Debian's `chromium`, the headless browser of the CORS and
 //!   dashboard tests, with `chromium-driver` (ChromeDriver) that drives the dashboard's; and
 //!   Debian's `kcat` (librdkafka), the Kafka client of the Kafka front end's tests.
+//! - the Durable Streams conformance suite (npm `@durable-streams/server-conformance-tests`, a
+//!   pinned version, into `.tools/ds` with the Node.js of the machine), which the `/ds` front
+//!   end's test runs.
 //! - `cargo-fuzz` (crates.io), only for `cargo xtask fuzz`.
 //! - `cargo-machete` (crates.io), only for `cargo xtask lint`.
 
@@ -126,6 +129,39 @@ pub(crate) fn python_clients() -> Result<PathBuf> {
         run(pip)?;
     }
     Ok(python)
+}
+
+/// The version of the Durable Streams conformance suite the tests run.
+const DS_SUITE_VERSION: &str = "0.3.6";
+
+/// The folder holding the Durable Streams conformance suite (its `node_modules`), installed
+/// with npm when the pinned version is not there.
+pub(crate) fn ds_suite() -> Result<PathBuf> {
+    let dir = root().join(".tools").join("ds");
+    let package = dir
+        .join("node_modules")
+        .join("@durable-streams")
+        .join("server-conformance-tests")
+        .join("package.json");
+    let installed = std::fs::read_to_string(&package)
+        .is_ok_and(|p| p.contains(&format!("\"version\": \"{DS_SUITE_VERSION}\"")));
+    if installed {
+        return Ok(dir);
+    }
+    if !on_path("npm") {
+        return Err("npm is not on the PATH: install Node.js (Debian `nodejs`, `npm`)".into());
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let mut npm = Command::new("npm");
+    npm.current_dir(&dir).args([
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--silent",
+        &format!("@durable-streams/server-conformance-tests@{DS_SUITE_VERSION}"),
+    ]);
+    run(npm)?;
+    Ok(dir)
 }
 
 pub(crate) fn has_nextest() -> bool {

@@ -175,6 +175,7 @@ fn test(args: &[String]) -> Result {
     let chromium = install::chromium()?;
     let chromedriver = install::chromedriver()?;
     let kcat = install::kcat()?;
+    let ds_suite = install::ds_suite()?;
     let services = services::Services::start()?;
     let mut outcome = Ok(());
     // Build everything first so a compile error is reported once, not per test binary.
@@ -196,6 +197,7 @@ fn test(args: &[String]) -> Result {
     nextest.env("MINK_TEST_CHROMIUM", &chromium);
     nextest.env("MINK_TEST_CHROMEDRIVER", &chromedriver);
     nextest.env("MINK_TEST_KCAT", &kcat);
+    nextest.env("MINK_TEST_DS_SUITE", &ds_suite);
     if let Err(e) = run(nextest) {
         outcome = Err(e);
     }

@@ -20,7 +20,7 @@ pub struct DsSettings {
     #[serde(rename = "long_poll_timeout_ms", with = "mink_runtime::duration_ms")]
     pub long_poll_timeout: Duration,
     /// Streams whose TTL window and tail the node keeps in memory at once (`max_streams_cached`);
-    /// past it the least recently used are forgotten and read back from their logs on use.
+    /// past it those no request holds are forgotten, and read back from their logs on use.
     /// Default 100 000.
     pub max_streams_cached: usize,
 }

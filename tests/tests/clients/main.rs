@@ -9,10 +9,13 @@
 //!   and SASL/PLAIN with a token.
 //! - `kafka_clients`: confluent-kafka and kafka-python over the Kafka front end, through
 //!   restarts.
+//! - `durable_streams`: the Durable Streams conformance suite (npm) against `/ds`; and the
+//!   mapping of streams onto tables, through `/v1` and a restart.
 //! - `openapi`: the API's OpenAPI document through `openapi-spec-validator`.
 
 mod chromium;
 mod dashboard;
+mod durable_streams;
 mod kafka_clients;
 mod kcat;
 mod kcat_groups;

@@ -3,7 +3,6 @@
 //! read back once at its offset.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
@@ -14,23 +13,6 @@ use serde_json::{Value, json};
 
 pub(crate) const NDJSON: &str = "application/x-ndjson";
 pub(crate) const LEASE_TTL_MS: u64 = 3000;
-
-/// The `mink` binary of this build (the workspace build `cargo xtask test` runs builds it next
-/// to the test binaries).
-pub(crate) fn mink_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let binary = dir.join("mink");
-    assert!(
-        binary.exists(),
-        "{} is missing: build the workspace first (cargo xtask test does)",
-        binary.display()
-    );
-    binary
-}
 
 /// Where one node of a [`Cluster`] runs apart from the others.
 pub(crate) struct Apart<'a> {
@@ -73,7 +55,7 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let prefix = mink_tests::unique_prefix(test);
         let etcd = mink_tests::etcd_endpoints();
-        let binary = mink_binary();
+        let binary = mink_tests::node::binary();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
             .build()

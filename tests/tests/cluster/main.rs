@@ -485,7 +485,8 @@ async fn a_node_restarted_after_kill_9_on_its_host_revokes_its_dead_lease() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = mink_tests::unique_prefix("life-lock");
     let etcd = mink_tests::etcd_endpoints();
-    let mut node = mink_tests::node::NodeProcess::new(&harness::mink_binary(), dir.path()).unwrap();
+    let mut node =
+        mink_tests::node::NodeProcess::new(&mink_tests::node::binary(), dir.path()).unwrap();
     let config = format!(
         "{}{}[metadata]\nbackend = \"etcd\"\netcd_endpoints = {etcd:?}\netcd_prefix = \"{prefix}/\"\n\
          [cluster]\nlease_ttl_ms = {TTL_MS}\nlease_margin_ms = 5000\n",

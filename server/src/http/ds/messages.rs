@@ -194,7 +194,9 @@ pub(crate) struct Read {
     pub(crate) next: u64,
 }
 
-/// Reads about `max_bytes` of stored batches from `from` and gathers their messages.
+/// Reads about `max_bytes` of stored batches from `from` and gathers their messages: one read
+/// of the log after another (a read may stop early, at the end of what one tier holds) until
+/// the bytes are read or the tail is reached.
 pub(crate) async fn read_messages(
     core: &crate::core::NodeCore,
     log: &dyn crate::bucket_log::BucketLog,
@@ -202,21 +204,32 @@ pub(crate) async fn read_messages(
     from: u64,
     max_bytes: usize,
 ) -> ApiResult<Read> {
-    let chunk = core.read(log, from, None, None, max_bytes).await?;
     let mut body = Body::new(mode);
     let mut next = from;
-    for batch in &chunk.batches {
-        let Some(stored) = Stored::decode(batch, mode)? else {
-            next = next.max(crate::format::next_offset_of(batch)?);
-            continue;
-        };
-        for_each_message(&stored, from, |m| body.push(m));
-        next = next.max(stored.end());
+    let mut bytes = 0;
+    loop {
+        let at = next;
+        let chunk = core
+            .read(log, at, None, None, max_bytes.saturating_sub(bytes).max(1))
+            .await?;
+        for batch in &chunk.batches {
+            bytes += batch.len();
+            let Some(stored) = Stored::decode(batch, mode)? else {
+                next = next.max(crate::format::next_offset_of(batch)?);
+                continue;
+            };
+            for_each_message(&stored, from, |m| body.push(m));
+            next = next.max(stored.end());
+        }
+        next = next.max(chunk.next_offset);
+        if chunk.batches.is_empty()
+            || next <= at
+            || bytes >= max_bytes
+            || next >= log.offsets().high_watermark
+        {
+            return Ok(Read { body, next });
+        }
     }
-    Ok(Read {
-        body,
-        next: next.max(chunk.next_offset),
-    })
 }
 
 /// Calls `f` with each message of `stored` at or after `from` (the close marker is none).
