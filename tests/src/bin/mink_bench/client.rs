@@ -1,6 +1,7 @@
 //! The HTTP client of the run: tables, appends acknowledged durable, `/metrics` and offsets.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -47,23 +48,55 @@ impl Client {
         content_type: &str,
         body: Bytes,
     ) -> Result<(), Error> {
+        self.post(self.records(table, bucket), content_type, body)
+            .await
+            .map_err(|e| format!("append to {table}/{bucket}: {e}"))
+    }
+
+    /// POSTs `body` to `url` and waits for a successful answer.
+    pub(crate) async fn post(
+        &self,
+        url: String,
+        content_type: &str,
+        body: Bytes,
+    ) -> Result<(), Error> {
         let r = self
             .http
-            .post(self.records(table, bucket))
+            .post(&url)
             .header("content-type", content_type)
             .body(body)
             .send()
             .await
-            .map_err(|e| format!("append to {table}/{bucket}: {e}"))?;
+            .map_err(|e| format!("POST {url}: {e}"))?;
         let status = r.status();
-        let text = r.bytes().await.map_err(|e| format!("append answer: {e}"))?;
+        let text = r.bytes().await.map_err(|e| format!("POST answer: {e}"))?;
         if !status.is_success() {
             return Err(format!(
-                "append to {table}/{bucket}: {status} {}",
+                "POST {url}: {status} {}",
                 String::from_utf8_lossy(&text)
             ));
         }
         Ok(())
+    }
+
+    /// A long-poll read of `url` started now: the instant its 200 answer was read.
+    pub(crate) fn long_poll(&self, url: String) -> tokio::task::JoinHandle<Result<Instant, Error>> {
+        let http = self.http.clone();
+        tokio::spawn(async move {
+            let r = http
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| format!("long-poll: {e}"))?;
+            let status = r.status();
+            r.bytes()
+                .await
+                .map_err(|e| format!("long-poll body: {e}"))?;
+            if status != reqwest::StatusCode::OK {
+                return Err(format!("long-poll answered {status}"));
+            }
+            Ok(Instant::now())
+        })
     }
 
     pub(crate) async fn metrics(&self) -> Result<HashMap<String, f64>, Error> {
@@ -116,6 +149,23 @@ impl Client {
 
 /// Reads a response's body to its end as it arrives and counts its bytes, without joining them
 /// into one buffer (the driver's own copy would be counted against the node).
+/// Reads an SSE response into `buffer` until it holds one of `wants` (20 s at most).
+pub(crate) async fn read_until(
+    response: &mut reqwest::Response,
+    buffer: &mut String,
+    wants: &[String],
+) -> Result<(), Error> {
+    while !wants.iter().any(|w| buffer.contains(w.as_str())) {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), response.chunk())
+            .await
+            .map_err(|_| "no SSE event within 20 s of an append".to_owned())?
+            .map_err(|e| format!("SSE: {e}"))?
+            .ok_or("an SSE stream ended")?;
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    Ok(())
+}
+
 pub(crate) async fn body_len(mut r: reqwest::Response) -> Result<u64, Error> {
     let mut len = 0u64;
     while let Some(chunk) = r.chunk().await.map_err(|e| format!("read body: {e}"))? {

@@ -24,6 +24,8 @@
 //! 10. Kafka: one librdkafka producer (confluent-kafka, acks=all) against raw PUTs, its
 //!     per-message latency against raw PUTs of 1 MiB, and a cold replay by one consumer
 //!     (`tests/clients/kafka_bench.py`, run with `MINK_TEST_PYTHON`).
+//! 11. Durable Streams: `/ds` beside `/v1` with the same 1 KiB body, samples interleaved:
+//!     append latency, and append sent -> a parked long-poll reader and an SSE reader.
 //! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
 //!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
@@ -130,7 +132,7 @@ async fn run(options: Options) -> Result<(), Error> {
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
-    let steps: [(&str, u8); 8] = [
+    let steps: [(&str, u8); 9] = [
         ("idle append", 1),
         ("tail delivery", 3),
         ("replay", 4),
@@ -139,6 +141,7 @@ async fn run(options: Options) -> Result<(), Error> {
         ("timestamp lookup", 6),
         ("flight", 9),
         ("kafka", 10),
+        ("durable streams", 11),
     ];
     let mut sections = std::collections::BTreeMap::new();
     let only = bench.options.only.clone();
@@ -161,6 +164,7 @@ async fn run(options: Options) -> Result<(), Error> {
             5 => bench.projection().await?,
             9 => bench.flight().await?,
             10 => bench.kafka().await?,
+            11 => bench.durable_streams().await?,
             _ => bench.timestamp_lookup().await?,
         }
         sections.insert(step, std::mem::take(&mut bench.report.md));

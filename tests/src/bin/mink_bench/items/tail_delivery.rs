@@ -19,25 +19,9 @@ impl Bench {
         let mut next = 0u64;
         let mut long_poll = Vec::with_capacity(n);
         for i in 0..n {
-            let reader = {
-                let http = c.http.clone();
-                let url = format!("{records}?offset={next}&live=long-poll&timeout_ms=20000");
-                tokio::spawn(async move {
-                    let r = http
-                        .get(url)
-                        .send()
-                        .await
-                        .map_err(|e| format!("long-poll: {e}"))?;
-                    let status = r.status();
-                    r.bytes()
-                        .await
-                        .map_err(|e| format!("long-poll body: {e}"))?;
-                    if status != reqwest::StatusCode::OK {
-                        return Err(format!("long-poll answered {status}"));
-                    }
-                    Ok::<_, Error>(Instant::now())
-                })
-            };
+            let reader = c.long_poll(format!(
+                "{records}?offset={next}&live=long-poll&timeout_ms=20000"
+            ));
             // Let the reader park: the parked reader's wake-up is what is measured.
             tokio::time::sleep(Duration::from_millis(3)).await;
             c.append("tail", 0, "application/x-ndjson", ndjson_row(i as u64))
@@ -62,14 +46,7 @@ impl Bench {
             let acked = Instant::now();
             let want = format!("id: {}\n", next + 1);
             let want_compact = format!("id:{}\n", next + 1);
-            while !(buffer.contains(&want) || buffer.contains(&want_compact)) {
-                let chunk = tokio::time::timeout(Duration::from_secs(20), response.chunk())
-                    .await
-                    .map_err(|_| "no SSE event within 20 s of an append".to_owned())?
-                    .map_err(|e| format!("SSE: {e}"))?
-                    .ok_or("the SSE stream ended")?;
-                buffer.push_str(&String::from_utf8_lossy(&chunk));
-            }
+            crate::client::read_until(&mut response, &mut buffer, &[want, want_compact]).await?;
             sse.push(signed_ms(acked, Instant::now()));
             buffer.clear();
             next += 1;
