@@ -292,3 +292,155 @@ async fn a_stream_survives_kill_9_and_a_producer_retry_after_it_is_deduplicated(
     assert_eq!(read(http.clone(), stream.clone()).await, "abcd");
     process.stop(Duration::from_secs(30)).unwrap();
 }
+
+/// `/ds` is behind the same tokens as `/v1` (a stream is its table `ds.{name}` in a token's
+/// table list), and the same browser rules: preflights allow the protocol's request headers,
+/// answers expose its `Stream-*` and `Producer-*` headers, and a write from an origin that may
+/// not write changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_browser_rules_hold_for_streams() {
+    use mink_server::settings::{Scope, Secret, TokenSettings};
+    const WRITER: &str = "ds-writer-token-0123456789";
+    const READER: &str = "ds-reader-token-0123456789";
+    const SCOPED: &str = "ds-scoped-token-0123456789";
+    let node = super::memory_node(|s| {
+        s.auth.token = Some(Secret::new(WRITER));
+        s.auth.tokens = vec![
+            TokenSettings {
+                token: Secret::new(READER),
+                scope: Scope::Read,
+                tables: None,
+            },
+            TokenSettings {
+                token: Secret::new(SCOPED),
+                scope: Scope::Write,
+                tables: Some(vec!["ds.mine".to_owned()]),
+            },
+        ];
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let url = |name: &str| format!("{}/ds/v1/stream/{name}", node.url());
+    let send = |request: reqwest::RequestBuilder, token: Option<&str>| {
+        let request = match token {
+            Some(t) => request.bearer_auth(t),
+            None => request,
+        };
+        async move { request.send().await.unwrap() }
+    };
+    let put = |name: &str| http.put(url(name)).header("content-type", "text/plain");
+    let post = |name: &str, body: &'static str| {
+        http.post(url(name))
+            .header("content-type", "text/plain")
+            .body(body)
+    };
+    assert_eq!(send(put("mine"), None).await.status(), 401);
+    assert_eq!(send(put("mine"), Some(READER)).await.status(), 403);
+    assert_eq!(
+        send(http.head(url("mine")), Some(READER)).await.status(),
+        404,
+        "nothing was created"
+    );
+    assert_eq!(send(put("mine"), Some(SCOPED)).await.status(), 201);
+    assert_eq!(send(put("theirs"), Some(SCOPED)).await.status(), 403);
+    assert_eq!(send(put("theirs"), Some(WRITER)).await.status(), 201);
+    assert_eq!(send(post("mine", "a"), Some(SCOPED)).await.status(), 204);
+    assert_eq!(send(post("theirs", "x"), Some(SCOPED)).await.status(), 403);
+    assert_eq!(send(post("mine", "x"), Some(READER)).await.status(), 403);
+    assert_eq!(
+        send(http.delete(url("mine")), Some(READER)).await.status(),
+        403
+    );
+    // Reads take a read token, in the header or (for EventSource) in `access_token`.
+    let read = send(http.get(format!("{}?offset=-1", url("mine"))), Some(READER)).await;
+    assert_eq!(read.status(), 200);
+    assert_eq!(read.text().await.unwrap(), "a");
+    let by_query = send(
+        http.get(format!("{}?offset=-1&access_token={READER}", url("mine"))),
+        None,
+    )
+    .await;
+    assert_eq!(by_query.status(), 200);
+    assert_eq!(by_query.text().await.unwrap(), "a");
+    assert_eq!(send(http.get(url("theirs")), None).await.status(), 401);
+
+    // A page on another origin: the preflight of a producer's append allows its headers, and
+    // an answer exposes the protocol's.
+    let origin = "http://page.example";
+    let preflight = http
+        .request(reqwest::Method::OPTIONS, url("mine"))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization,content-type,producer-id,producer-epoch,producer-seq,stream-closed,stream-seq",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    let allowed = preflight.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for h in [
+        "producer-id",
+        "producer-epoch",
+        "producer-seq",
+        "stream-closed",
+        "stream-seq",
+    ] {
+        assert!(allowed.contains(h), "{h} not in {allowed}");
+    }
+    let read = send(
+        http.get(format!("{}?offset=-1", url("mine")))
+            .header("origin", origin),
+        Some(READER),
+    )
+    .await;
+    let exposed = read.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for h in [
+        "stream-next-offset",
+        "stream-up-to-date",
+        "stream-cursor",
+        "stream-closed",
+        "producer-seq",
+        "etag",
+    ] {
+        assert!(exposed.contains(h), "{h} not in {exposed}");
+    }
+    node.shutdown().await.unwrap();
+
+    // Without tokens, a write from an origin that may not write is refused and changes nothing.
+    let open = super::memory_node(|_| {}).await;
+    let stream = format!("{}/ds/v1/stream/s", open.url());
+    let created = http
+        .put(&stream)
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let foreign = http
+        .post(&stream)
+        .header("origin", origin)
+        .header("content-type", "text/plain")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    let after = http
+        .get(format!("{stream}?offset=-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        after.headers()["stream-next-offset"],
+        "00000000000000000000"
+    );
+    open.shutdown().await.unwrap();
+}
