@@ -204,34 +204,24 @@ async fn a_stream_survives_kill_9_and_a_producer_retry_after_it_is_deduplicated(
     process.start(&config, None).unwrap();
     process.wait_ready(&http).await.unwrap();
     let stream = format!("{}/ds/v1/stream/orders", process.url());
-    let created = http
-        .put(&stream)
-        .header("content-type", "text/plain")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    assert_eq!(create_text(&http, &stream).await, 201);
     let append = |seq: u32, body: &'static str| {
-        http.post(&stream)
-            .header("content-type", "text/plain")
-            .header("producer-id", "checkout")
-            .header("producer-epoch", "0")
-            .header("producer-seq", seq.to_string())
-            .body(body)
-            .send()
+        let seq = seq.to_string();
+        let (http, stream) = (&http, &stream);
+        async move {
+            let producer = [
+                ("producer-id", "checkout"),
+                ("producer-epoch", "0"),
+                ("producer-seq", seq.as_str()),
+            ];
+            post_text(http, stream, body, &producer).await
+        }
     };
     for (seq, body) in [(0, "a"), (1, "b")] {
-        let answer = append(seq, body).await.unwrap();
+        let answer = append(seq, body).await;
         assert_eq!(answer.status(), 200, "seq {seq}");
     }
-    let sequenced = http
-        .post(&stream)
-        .header("content-type", "text/plain")
-        .header("stream-seq", "0005")
-        .body("c")
-        .send()
-        .await
-        .unwrap();
+    let sequenced = post_text(&http, &stream, "c", &[("stream-seq", "0005")]).await;
     assert_eq!(sequenced.status(), 204);
 
     process.kill().unwrap();
@@ -247,23 +237,16 @@ async fn a_stream_survives_kill_9_and_a_producer_retry_after_it_is_deduplicated(
             .unwrap()
     };
     assert_eq!(read(http.clone(), stream.clone()).await, "abc");
-    let retried = append(1, "b").await.unwrap();
+    let retried = append(1, "b").await;
     assert_eq!(
         retried.status(),
         204,
         "a retry after the restart is a duplicate"
     );
     assert_eq!(retried.headers()["producer-seq"], "1");
-    let lower = http
-        .post(&stream)
-        .header("content-type", "text/plain")
-        .header("stream-seq", "0004")
-        .body("x")
-        .send()
-        .await
-        .unwrap();
+    let lower = post_text(&http, &stream, "x", &[("stream-seq", "0004")]).await;
     assert_eq!(lower.status(), 409, "Stream-Seq survives the restart");
-    let next = append(2, "d").await.unwrap();
+    let next = append(2, "d").await;
     assert_eq!(next.status(), 200);
     let closed = http
         .post(&stream)
@@ -277,13 +260,7 @@ async fn a_stream_survives_kill_9_and_a_producer_retry_after_it_is_deduplicated(
     process.kill().unwrap();
     process.start(&config, None).unwrap();
     process.wait_ready(&http).await.unwrap();
-    let after = http
-        .post(&stream)
-        .header("content-type", "text/plain")
-        .body("e")
-        .send()
-        .await
-        .unwrap();
+    let after = post_text(&http, &stream, "e", &[]).await;
     assert_eq!(after.status(), 409, "the close survives the restart");
     assert_eq!(after.headers()["stream-closed"], "true");
     let head = http.head(&stream).send().await.unwrap();
@@ -417,21 +394,8 @@ async fn tokens_and_browser_rules_hold_for_streams() {
     // Without tokens, a write from an origin that may not write is refused and changes nothing.
     let open = super::memory_node(|_| {}).await;
     let stream = format!("{}/ds/v1/stream/s", open.url());
-    let created = http
-        .put(&stream)
-        .header("content-type", "text/plain")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
-    let foreign = http
-        .post(&stream)
-        .header("origin", origin)
-        .header("content-type", "text/plain")
-        .body("x")
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(create_text(&http, &stream).await, 201);
+    let foreign = post_text(&http, &stream, "x", &[("origin", origin)]).await;
     assert_eq!(foreign.status(), 403);
     let after = http
         .get(format!("{stream}?offset=-1"))
@@ -443,4 +407,27 @@ async fn tokens_and_browser_rules_hold_for_streams() {
         "00000000000000000000"
     );
     open.shutdown().await.unwrap();
+}
+
+/// Creates a `text/plain` stream at `url`; the status.
+async fn create_text(http: &reqwest::Client, url: &str) -> reqwest::StatusCode {
+    let created = http.put(url).header("content-type", "text/plain");
+    created.send().await.unwrap().status()
+}
+
+/// POSTs `body` as `text/plain` to `url`, with `headers`.
+async fn post_text(
+    http: &reqwest::Client,
+    url: &str,
+    body: &'static str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = http
+        .post(url)
+        .header("content-type", "text/plain")
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
 }
