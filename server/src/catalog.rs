@@ -158,6 +158,18 @@ impl std::fmt::Debug for Catalog {
 }
 
 impl Catalog {
+    /// In a cluster, the node the first bucket of a new table `name` would be placed on, as
+    /// this node's view sees the live nodes now (`None` outside a cluster). A front end that
+    /// must write into a table in the request that creates it sends that request there first.
+    pub fn first_bucket_node(&self, name: &str) -> Option<mink_metadata::NodeRecord> {
+        let nodes = placeable(self.ownership.as_ref()?);
+        if nodes.is_empty() {
+            return None;
+        }
+        let at = spread_start(name) % nodes.len() as u64;
+        nodes.into_iter().nth(usize::try_from(at).unwrap_or(0))
+    }
+
     /// A cache over `metadata` that creates tables within `limits`.
     pub fn new(metadata: Arc<Metadata>, limits: LimitsSettings) -> Self {
         Catalog {
@@ -467,27 +479,34 @@ fn check_name(name: &str) -> ApiResult<()> {
 /// starting at a node picked by the table's name, so that small tables do not all land on the
 /// first node: `(partition, bucket, node)`.
 fn spread(record: &TableRecord, view: &OwnershipView) -> Vec<(String, u32, String)> {
-    let nodes: Vec<String> = view
-        .live_nodes()
-        .into_iter()
-        .filter(|n| !n.draining)
-        .map(|n| n.node_id)
-        .collect();
+    let nodes = placeable(view);
     if nodes.is_empty() {
         return Vec::new();
     }
-    // FNV-1a: the same start on every node and every build.
-    let start = record.name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
     let mut out = Vec::new();
-    let mut turn = start;
+    let mut turn = spread_start(&record.name);
     for partition in &record.partitions {
         for bucket in 0..record.bucket_count {
             let node = &nodes[usize::try_from(turn % nodes.len() as u64).unwrap_or(0)];
-            out.push((partition.clone(), bucket, node.clone()));
+            out.push((partition.clone(), bucket, node.node_id.clone()));
             turn = turn.wrapping_add(1);
         }
     }
     out
+}
+
+/// The live nodes that are not draining, by node id: those new buckets are spread over.
+fn placeable(view: &OwnershipView) -> Vec<mink_metadata::NodeRecord> {
+    view.live_nodes()
+        .into_iter()
+        .filter(|n| !n.draining)
+        .collect()
+}
+
+/// Where the spread of table `name` starts (FNV-1a of the name: the same on every node and
+/// every build).
+fn spread_start(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

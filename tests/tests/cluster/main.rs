@@ -1,7 +1,8 @@
 //! Three `mink` processes on one S3 bucket and one etcd (the servers `cargo xtask test` started),
 //! each under a unique key prefix: failover after a kill -9, after a pause past the lease and
 //! after a network partition (a node in its own network namespace), a transfer under live
-//! readers, and Kafka clients following partition leaders across nodes (`kafka`).
+//! readers, Kafka clients following partition leaders across nodes (`kafka`), and Durable
+//! Streams placed, created and redirected across nodes (`ds`).
 //!
 //! Writers are idempotent (a writer id per bucket, one sequence number per row) and retry every
 //! row until it is acknowledged, through whichever node answers, following redirects; every
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::json;
 
+mod ds;
 mod harness;
 mod kafka;
 mod netns;

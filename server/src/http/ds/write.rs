@@ -60,6 +60,18 @@ impl Request<'_> {
         if let Some(response) = self.existing(&asked).await? {
             return Ok(response);
         }
+        // In a cluster the stream's bucket is placed when it is created: the request goes to
+        // that node first, so the initial messages are appended where the stream lives.
+        if let Some(node) = self.core.catalog().first_bucket_node(&table)
+            && node.node_id != self.core.settings().node_id
+            && self.redirected_by != Some(node.node_id.as_str())
+            && !node.http_url.is_empty()
+        {
+            return Err(ApiError::Moved {
+                owner: node.http_url,
+            }
+            .into());
+        }
         let schema = JsonSchema::from_arrow(&config::schema(mode));
         let options = TableOptions {
             stream: Some(asked.clone()),
@@ -84,7 +96,31 @@ impl Request<'_> {
             }
             Err(e) => return Err(e.into()),
         }
-        let opened = self.open().await?;
+        let opened = match self.open().await {
+            Ok(opened) => opened,
+            Err(refusal) if !messages.is_empty() || close => {
+                // Placed elsewhere after all (the nodes' views of the cluster differed): the
+                // initial messages cannot be appended in this request, so it changes nothing.
+                tracing::info!(
+                    stream = self.name,
+                    "a new stream was placed on another node; undoing its create"
+                );
+                match self.core.drop_table(&table).await {
+                    Ok(()) | Err(ApiError::TableNotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                return Err(ApiError::Unavailable {
+                    message: format!(
+                        "stream `{}` was placed on another node while it was created \
+                             (status {}); retry",
+                        self.name,
+                        refusal.status_code()
+                    ),
+                }
+                .into());
+            }
+            Err(refusal) => return Err(refusal),
+        };
         let mut tail_offset = opened.log.offsets().high_watermark;
         if !messages.is_empty() || close {
             let rows = messages::rows(mode, &messages, None, close)?;
