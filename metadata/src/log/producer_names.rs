@@ -51,6 +51,26 @@ impl Metadata {
         }
     }
 
+    /// How many producer names `table` has, counted up to `up_to` (at most that is returned).
+    pub async fn count_producer_names(&self, table: &str, up_to: usize) -> Result<usize> {
+        keys::check_segment("table", table)?;
+        let prefix = keys::producer_names(table);
+        let mut count = 0;
+        let mut after: Option<String> = None;
+        while count < up_to {
+            let page = self
+                .kv
+                .scan(&prefix, after.as_deref(), PAGE.min(up_to - count))
+                .await?;
+            count += page.items.len();
+            match page.items.last() {
+                Some(last) if page.more => after = Some(last.key.clone()),
+                _ => break,
+            }
+        }
+        Ok(count.min(up_to))
+    }
+
     /// Deletes every producer name of `table` (its stream was deleted); returns how many.
     pub async fn delete_producer_names(&self, table: &str) -> Result<usize> {
         keys::check_segment("table", table)?;
@@ -78,6 +98,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(meta.producer_name("ds.a@1", "p/1").await.unwrap(), None);
+        assert_eq!(meta.count_producer_names("ds.a@1", 10).await.unwrap(), 0);
         assert_eq!(
             meta.claim_producer_name("ds.a@1", "p/1", 7).await.unwrap(),
             7
@@ -91,8 +112,15 @@ mod tests {
             meta.claim_producer_name("ds.a@2", "p/1", 9).await.unwrap(),
             9
         );
+        for (name, id) in [("p/2", 10), ("p/3", 11)] {
+            meta.claim_producer_name("ds.a@2", name, id).await.unwrap();
+        }
+        assert_eq!(meta.count_producer_names("ds.a@2", 10).await.unwrap(), 3);
+        assert_eq!(meta.count_producer_names("ds.a@2", 2).await.unwrap(), 2);
+        assert_eq!(meta.count_producer_names("ds.a@1", 10).await.unwrap(), 1);
         assert_eq!(meta.delete_producer_names("ds.a@1").await.unwrap(), 1);
         assert_eq!(meta.producer_name("ds.a@1", "p/1").await.unwrap(), None);
+        assert_eq!(meta.count_producer_names("ds.a@1", 10).await.unwrap(), 0);
         assert_eq!(meta.producer_name("ds.a@2", "p/1").await.unwrap(), Some(9));
     }
 }

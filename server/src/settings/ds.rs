@@ -23,6 +23,9 @@ pub struct DsSettings {
     /// past it those no request holds are forgotten, and read back from their logs on use.
     /// Default 100 000.
     pub max_streams_cached: usize,
+    /// Producer names one stream may have (`max_producers_per_stream`); a new name past it is
+    /// refused with 429 `too_many_writers`. Names last as long as their stream. Default 10 000.
+    pub max_producers_per_stream: usize,
 }
 
 impl Default for DsSettings {
@@ -33,6 +36,7 @@ impl Default for DsSettings {
             max_read_bytes: 1 << 20,
             long_poll_timeout: Duration::from_secs(30),
             max_streams_cached: 100_000,
+            max_producers_per_stream: 10_000,
         }
     }
 }
@@ -44,6 +48,7 @@ impl DsSettings {
             ("ds.max_append_bytes", self.max_append_bytes),
             ("ds.max_read_bytes", self.max_read_bytes),
             ("ds.max_streams_cached", self.max_streams_cached),
+            ("ds.max_producers_per_stream", self.max_producers_per_stream),
         ];
         if let Some((name, _)) = counts.iter().find(|(_, n)| *n == 0) {
             return Err(format!("{name} must be at least 1"));

@@ -431,3 +431,31 @@ async fn post_text(
     }
     request.send().await.unwrap()
 }
+
+/// A stream's producer names are bounded (`ds.max_producers_per_stream`): a new one past the
+/// limit is a 429 that appends nothing, and the names it has keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_names_per_stream_are_bounded() {
+    let node = super::memory_node(|s| s.ds.max_producers_per_stream = 2).await;
+    let http = reqwest::Client::new();
+    let stream = format!("{}/ds/v1/stream/bounded", node.url());
+    assert_eq!(create_text(&http, &stream).await, 201);
+    let produce = |name: &'static str, seq: &'static str| {
+        let (http, stream) = (&http, &stream);
+        async move {
+            let producer = [
+                ("producer-id", name),
+                ("producer-epoch", "0"),
+                ("producer-seq", seq),
+            ];
+            post_text(http, stream, "m", &producer).await.status()
+        }
+    };
+    assert_eq!(produce("p1", "0").await, 200);
+    assert_eq!(produce("p2", "0").await, 200);
+    assert_eq!(produce("p3", "0").await, 429);
+    assert_eq!(produce("p1", "1").await, 200);
+    let head = http.head(&stream).send().await.unwrap();
+    assert_eq!(head.headers()["stream-next-offset"], "00000000000000000003");
+    node.shutdown().await.unwrap();
+}

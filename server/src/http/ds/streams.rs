@@ -15,7 +15,7 @@ use super::config::Mode;
 use super::messages::Stored;
 use crate::bucket_log::BucketLog;
 use crate::core::NodeCore;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 
 /// The end of a stream's log as the append path needs it.
 #[derive(Debug, Clone, Default)]
@@ -45,6 +45,9 @@ pub(crate) struct Stream {
     /// sequence accepted). The tablet's window judges every append; this answers a retry of an
     /// accepted request (or a stale epoch) before any other check, as the protocol orders them.
     pub(crate) producers: Mutex<HashMap<u64, (i16, i32)>>,
+    /// How many producer names the stream has in the metadata store, once counted; new names
+    /// are claimed under it, one at a time.
+    names: tokio::sync::Mutex<Option<usize>>,
 }
 
 impl Stream {
@@ -90,7 +93,7 @@ async fn read_tail(core: &NodeCore, log: &dyn BucketLog, mode: Mode) -> ApiResul
     let Some(batch) = chunk.batches.last() else {
         return Ok(Tail::default());
     };
-    let view = BatchView::new(batch.clone()).map_err(|e| crate::error::ApiError::Internal {
+    let view = BatchView::new(batch.clone()).map_err(|e| ApiError::Internal {
         message: format!("a stream's last batch does not parse: {e}"),
     })?;
     let Some(stored) = Stored::decode(batch, mode)? else {
@@ -144,6 +147,7 @@ impl Streams {
             tail: tokio::sync::Mutex::new(None),
             last_access_ms: AtomicU64::new(0),
             producers: Mutex::new(HashMap::new()),
+            names: tokio::sync::Mutex::new(None),
         });
         entries.insert(table.to_owned(), stream.clone());
         stream
@@ -157,11 +161,13 @@ impl Streams {
             .retain(|(t, _), _| t.split_once('@').map_or(t.as_str(), |(name, _)| name) != table);
     }
 
-    /// The writer id of producer `name` in the table whose key segment is `segment`: from
-    /// memory, the metadata store, or a new one from the allocator claimed there.
+    /// The writer id of producer `name` of `stream`, in the table whose key segment is
+    /// `segment`: from memory, the metadata store, or a new one from the allocator claimed
+    /// there, within `ds.max_producers_per_stream` (429 `too_many_writers` past it).
     pub(crate) async fn producer(
         &self,
         core: &NodeCore,
+        stream: &Stream,
         segment: &str,
         name: &str,
     ) -> ApiResult<u64> {
@@ -173,8 +179,24 @@ impl Streams {
         let id = match metadata.producer_name(segment, name).await? {
             Some(id) => id,
             None => {
+                let limit = core.settings().ds.max_producers_per_stream;
+                let mut names = stream.names.lock().await;
+                let count = match *names {
+                    Some(count) => count,
+                    None => metadata.count_producer_names(segment, limit).await?,
+                };
+                if count >= limit {
+                    *names = Some(count);
+                    return Err(ApiError::TooManyWriters {
+                        limit: u64::try_from(limit).unwrap_or(u64::MAX),
+                    });
+                }
                 let fresh = core.allocate_writer_id().await?;
-                metadata.claim_producer_name(segment, name, fresh).await?
+                let id = metadata.claim_producer_name(segment, name, fresh).await?;
+                // Another node's claim may have won: then no name was added, and counting one
+                // more only brings the limit nearer.
+                *names = Some(count + 1);
+                id
             }
         };
         let mut producers = self.producers.lock();

@@ -234,7 +234,12 @@ impl Request<'_> {
             Some(p) => {
                 let id = self
                     .streams
-                    .producer(self.core, &opened.info.record().key_segment(), &p.name)
+                    .producer(
+                        self.core,
+                        &opened.stream,
+                        &opened.info.record().key_segment(),
+                        &p.name,
+                    )
                     .await?;
                 Some((id, p))
             }
