@@ -459,3 +459,22 @@ async fn producer_names_per_stream_are_bounded() {
     assert_eq!(head.headers()["stream-next-offset"], "00000000000000000003");
     node.shutdown().await.unwrap();
 }
+
+/// `[ds] enabled = false`: no `/ds` route, and nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_front_end_can_be_turned_off() {
+    let node = super::memory_node(|s| s.ds.enabled = false).await;
+    let http = reqwest::Client::new();
+    let stream = format!("{}/ds/v1/stream/off", node.url());
+    assert_eq!(create_text(&http, &stream).await, 404);
+    let tables: Value = http
+        .get(format!("{}/v1/tables", node.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!tables.to_string().contains("ds.off"), "{tables}");
+    node.shutdown().await.unwrap();
+}
