@@ -330,12 +330,15 @@ pub async fn metric_from(client: &reqwest::Client, url: &str, name: &str) -> f64
         .text()
         .await
         .expect("body");
-    text.lines()
-        .find_map(|l| {
-            let (key, value) = l.rsplit_once(' ')?;
-            (key == name).then(|| value.parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("metric {name} missing from:\n{text}"))
+    metric_in(&text, name).unwrap_or_else(|| panic!("metric {name} missing from:\n{text}"))
+}
+
+/// The value of metric `name` in the Prometheus text `text`.
+pub fn metric_in(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let (key, value) = l.rsplit_once(' ')?;
+        (key == name).then(|| value.parse().ok())?
+    })
 }
 
 /// The object store the node under `settings` writes to, opened again by the test.
