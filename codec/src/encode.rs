@@ -118,19 +118,18 @@ impl Encoder {
         }
         ipc::check_schema_fields(rows.schema_ref().fields().iter())?;
         let start = out.len();
-        let result = self.write(rows, change_types.map(ChangeBytes::Typed), meta, out, start);
+        let result = self.write(rows, change_types, meta, out, start);
         if result.is_err() {
             out.truncate(start);
         }
         result
     }
 
-    /// Writes header, change vector and message for `rows`; shared with projection, which copies the
-    /// change vector bytes and header fields of the source batch.
-    pub(crate) fn write(
+    /// Writes header, change vector and message for `rows`.
+    fn write(
         &mut self,
         rows: &RecordBatch,
-        change_types: Option<ChangeBytes<'_>>,
+        change_types: Option<&[ChangeType]>,
         meta: BatchMeta,
         out: &mut Vec<u8>,
         start: usize,
@@ -142,10 +141,8 @@ impl Encoder {
             max: i32::MAX as usize,
         })?;
         out.resize(start + HEADER_LEN, 0);
-        match change_types {
-            Some(ChangeBytes::Typed(ct)) => out.extend(ct.iter().map(|c| c.to_byte())),
-            Some(ChangeBytes::Raw(raw)) => out.extend_from_slice(raw),
-            None => {}
+        if let Some(ct) = change_types {
+            out.extend(ct.iter().map(|c| c.to_byte()));
         }
         if count > 0 {
             let (_dictionaries, encoded) = self
@@ -196,13 +193,6 @@ pub(crate) fn seal(
     put(batch, 0, &header.to_bytes());
     seal_crc(batch);
     Ok(())
-}
-
-/// Change types to write: typed (from a caller) or raw bytes copied from a checked batch.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum ChangeBytes<'a> {
-    Typed(&'a [ChangeType]),
-    Raw(&'a [u8]),
 }
 
 /// Encodes `rows` as one batch with a fresh [`Encoder`]; see [`Encoder::encode`].

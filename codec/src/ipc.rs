@@ -10,6 +10,7 @@
 //! past the body, so [`check_message`] checks every buffer range, node length and variadic count first.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
@@ -285,6 +286,20 @@ pub(crate) fn write_message(
     meta: &[u8],
     body: &[u8],
 ) -> Result<()> {
+    write_message_head(out, batch_start, meta, body.len())?;
+    out.extend_from_slice(body);
+    Ok(())
+}
+
+/// Appends an IPC message's prefix, metadata and padding to `out` (the body, `body_len` bytes, is the
+/// caller's to append next), padding the metadata so the body starts at a multiple of [`BODY_ALIGN`]
+/// from `batch_start`.
+pub(crate) fn write_message_head(
+    out: &mut Vec<u8>,
+    batch_start: usize,
+    meta: &[u8],
+    body_len: usize,
+) -> Result<()> {
     let meta_start = out.len() - batch_start + PREFIX_LEN;
     let unpadded_end = meta_start + meta.len();
     let padding = (BODY_ALIGN - unpadded_end % BODY_ALIGN) % BODY_ALIGN;
@@ -294,12 +309,11 @@ pub(crate) fn write_message(
         value: meta_len,
         max: i32::MAX as usize,
     })?;
-    out.reserve(PREFIX_LEN + meta_len + body.len());
+    out.reserve(PREFIX_LEN + meta_len + body_len);
     out.extend_from_slice(&CONTINUATION);
     out.extend_from_slice(&meta_len_i32.to_le_bytes());
     out.extend_from_slice(meta);
     out.resize(out.len() + padding, 0);
-    out.extend_from_slice(body);
     Ok(())
 }
 
@@ -311,6 +325,27 @@ pub(crate) fn check_buffer_widths(
     schema: &SchemaRef,
     position: usize,
 ) -> Result<()> {
+    walk_columns(rb, schema, position, |_| {})
+}
+
+/// Where one top-level column lies in a message's lists, as index ranges: its field nodes (its own,
+/// then its nested children's, depth first), its buffers and its variadic buffer counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ColumnSpan {
+    pub(crate) nodes: Range<usize>,
+    pub(crate) buffers: Range<usize>,
+    pub(crate) variadic: Range<usize>,
+}
+
+/// The checks of [`check_buffer_widths`], handing each top-level column's [`ColumnSpan`] to
+/// `column` in schema order. On success the spans cover the message's lists exactly, so every index
+/// in them is in range.
+pub(crate) fn walk_columns(
+    rb: &arrow_ipc::RecordBatch<'_>,
+    schema: &SchemaRef,
+    position: usize,
+    mut column: impl FnMut(ColumnSpan),
+) -> Result<()> {
     let mut walk = BufferWalk {
         rb,
         next: 0,
@@ -319,7 +354,13 @@ pub(crate) fn check_buffer_widths(
         position,
     };
     for f in schema.fields() {
+        let (nodes, buffers, variadic) = (walk.nodes, walk.next, walk.variadic);
         walk.field(f.data_type())?;
+        column(ColumnSpan {
+            nodes: nodes..walk.nodes,
+            buffers: buffers..walk.next,
+            variadic: variadic..walk.variadic,
+        });
     }
     // Arrow's decoder reads what the schema names and ignores the rest, so a batch carrying more
     // columns than its schema would decode; it is not one a writer of that schema made.

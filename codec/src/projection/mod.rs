@@ -1,17 +1,26 @@
 //! Column projection: rewriting batches to a subset of their columns.
 //!
-//! A [`Projection`] is prepared once per (schema, columns) pair and reused for every batch of that schema:
-//! it holds the column indices, the projected schema and an [`Encoder`] whose buffers are reused. Each
-//! batch is checked ([`BatchView::check_header`] plus the Arrow message checks), only the projected
-//! columns are decoded (the other columns' buffers are skipped, not read), and they are re-encoded under a
-//! copy of the source header with a new length and CRC. A zero-row batch becomes a bare header, so offsets
-//! keep advancing for readers of the projection.
+//! A [`Projection`] is prepared once per (schema, columns) pair and reused for every batch of that
+//! schema: it holds the column indices, the projected schema and the scratch space of the rewrite.
+//! Each batch is checked as a decode would check it ([`BatchView::check_header`], the Arrow
+//! message's framing, buffer ranges, node counts and buffer widths against the schema), then its
+//! Arrow message is rewritten without decoding rows: a new flatbuffer lists only the projected
+//! columns' field nodes, buffers and variadic buffer counts, and the new body is their buffers
+//! copied as they are (the `copy` module). The header is the source's with a new length and CRC, so
+//! `base_offset`, `commit_timestamp` and `leader_epoch` carry over, and the change-type vector is
+//! copied as is. A zero-row batch becomes a bare header, so offsets keep advancing for readers of
+//! the projection.
+//!
+//! The values in the copied buffers are not looked at (no UTF-8 or offset validation): a projected
+//! batch is as trustworthy as its source, and whoever decodes it validates it as it would the
+//! source.
+
+mod copy;
 
 use arrow_schema::{Schema, SchemaRef};
 
-use crate::encode::{BatchMeta, ChangeBytes, Encoder};
-use crate::error::{Error, Result, field};
-use crate::header::{Header, put};
+use crate::error::{Error, Result};
+use crate::header::{HEADER_LEN, Header, LENGTH_PREFIX, put, seal_crc};
 use crate::ipc;
 use crate::view::{BatchBuf, BatchView, batches};
 
@@ -21,7 +30,7 @@ pub struct Projection {
     schema: SchemaRef,
     indices: Vec<usize>,
     projected: SchemaRef,
-    encoder: Encoder,
+    copy: copy::MessageCopy,
 }
 
 impl Projection {
@@ -57,7 +66,7 @@ impl Projection {
             schema,
             indices: indices.to_vec(),
             projected,
-            encoder: Encoder::new(),
+            copy: copy::MessageCopy::default(),
         })
     }
 
@@ -129,41 +138,45 @@ impl Projection {
         out: &mut Vec<u8>,
         start: usize,
     ) -> Result<()> {
-        let rows = batch.decode_rows(&self.schema, Some(&self.indices))?;
+        batch.check_header()?;
+        let layout = batch.message()?;
         let source: Header = *batch.header();
-        let meta = BatchMeta {
-            schema_id: source.schema_id,
-            writer_id: source.writer_id,
-            batch_sequence: source.batch_sequence,
-            counts_records: source.counts_records(),
-        };
-        let changes = batch.change_type_bytes().map(ChangeBytes::Raw);
-        if rows.num_rows() != usize::try_from(source.record_count).unwrap_or(usize::MAX) {
-            return Err(Error::CountMismatch {
-                field: field::ARROW_LENGTH,
-                position: batch.position(),
-                expected: i64::from(source.record_count),
-                actual: i64::try_from(rows.num_rows()).unwrap_or(i64::MAX),
-            });
+        out.resize(start + HEADER_LEN, 0);
+        if let Some(changes) = batch.change_type_bytes() {
+            out.extend_from_slice(changes);
         }
-        self.encoder.write(&rows, changes, meta, out, start)?;
-        // Carry over the fields the tablet assigned; they sit outside the CRC.
+        if let Some(layout) = layout {
+            let bytes = batch.as_bytes();
+            self.copy.plan(
+                bytes,
+                batch.position(),
+                &layout,
+                source.record_count,
+                &self.schema,
+                &self.indices,
+            )?;
+            // A zero-row batch's message is checked all the same, then left out.
+            if source.record_count > 0 {
+                let body = bytes.get(layout.body_start..).unwrap_or_default();
+                self.copy.write(body, out, start)?;
+            }
+        }
+        let total = out.len() - start;
+        let length = i32::try_from(total - LENGTH_PREFIX).map_err(|_| Error::TooLarge {
+            what: "batch size in bytes",
+            value: total,
+            max: i32::MAX as usize + LENGTH_PREFIX,
+        })?;
+        // Every other field is the source's, checked by `check_header`: base_offset, commit_timestamp
+        // and leader_epoch (outside the CRC), the writer's fields, attributes and counts.
+        let header = Header {
+            length,
+            crc: 0,
+            ..source
+        };
         let batch_out = out.get_mut(start..).unwrap_or_default();
-        put(
-            batch_out,
-            crate::header::pos::BASE_OFFSET,
-            &source.base_offset.to_le_bytes(),
-        );
-        put(
-            batch_out,
-            crate::header::pos::COMMIT_TIMESTAMP,
-            &source.commit_timestamp.to_le_bytes(),
-        );
-        put(
-            batch_out,
-            crate::header::pos::LEADER_EPOCH,
-            &source.leader_epoch.to_le_bytes(),
-        );
+        put(batch_out, 0, &header.to_bytes());
+        seal_crc(batch_out);
         Ok(())
     }
 }
