@@ -14,6 +14,7 @@
 //! - [`wal`]: the group-commit WAL writer and its replay at recovery.
 //! - [`format`]: every byte layout written to storage (committed objects, WAL objects).
 //! - [`storage`]: the object-storage trait and its backends.
+//! - [`stages`]: the stages of an append, timed for the latency breakdown under load.
 //! - [`rebuild`]: putting back the object records and stream ends a listing of the store finds
 //!   (after a metadata snapshot was restored).
 //! - [`error`], [`failpoints`]: the errors of streams and the engine; named crash points for tests.
@@ -27,6 +28,7 @@ pub mod error;
 pub mod failpoints;
 pub mod format;
 pub mod rebuild;
+pub mod stages;
 pub mod storage;
 pub mod wal;
 
@@ -38,5 +40,6 @@ pub use engine::{
 };
 pub use error::{Result, StreamError};
 pub use failpoints::Failpoints;
+pub use stages::{AppendStage, StageObserver};
 pub use storage::ObjectStorage;
 pub use wal::{WalMetrics, WalSettings};

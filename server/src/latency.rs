@@ -1,4 +1,5 @@
-//! Latency histograms of `/metrics`, in seconds: an append until it is acknowledged, a read, a
+//! Latency histograms of `/metrics`, in seconds: an append until it is acknowledged and each
+//! stage of it in the engine (docs/append-stages.md), a read, a
 //! batch's way from its commit to a reader parked at the tail, and every request to the object
 //! stores by operation and by what it touches (`wal`, `data`, `other`), so a WAL PUT and an object
 //! GET each have their own distribution.
@@ -14,6 +15,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 use mink_s3stream::storage::{ObjectMeta, ObjectStorage, PutResult, Result};
+use mink_s3stream::{AppendStage, StageObserver};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -28,9 +30,22 @@ pub struct ObjectRequest {
     pub kind: &'static str,
 }
 
+/// Labels of an append's stage in the engine.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct StageLabel {
+    /// `admission`, `wal_queue`, `put`, `ordering`, `wake` ([`AppendStage::name`]).
+    pub stage: &'static str,
+}
+
 /// 100 µs to about 52 s, doubling.
 fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.000_1, 2.0, 20))
+}
+
+/// 10 µs to about 15 s in steps of √2: the stages of an append range from microseconds (a wake)
+/// to seconds (back-pressure), and a breakdown wants finer steps than doubling.
+fn stage_seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_01, std::f64::consts::SQRT_2, 42))
 }
 
 /// The node's latency histograms.
@@ -38,6 +53,10 @@ fn seconds() -> Histogram {
 pub struct Latencies {
     /// An append request, from the core taking it to its acknowledgement.
     pub append: Histogram,
+    /// The stages of appends in the engine.
+    pub append_stages: Family<StageLabel, Histogram, fn() -> Histogram>,
+    /// `append_stages`' histograms in the order of [`AppendStage::ALL`], looked up once.
+    stage_histograms: Vec<Histogram>,
     /// A read of stored batches.
     pub read: Histogram,
     /// From a batch's commit timestamp to its delivery to a reader parked at the tail.
@@ -48,8 +67,22 @@ pub struct Latencies {
 
 impl Default for Latencies {
     fn default() -> Self {
+        let append_stages: Family<StageLabel, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(stage_seconds);
+        let stage_histograms = AppendStage::ALL
+            .iter()
+            .map(|stage| {
+                append_stages
+                    .get_or_create(&StageLabel {
+                        stage: stage.name(),
+                    })
+                    .clone()
+            })
+            .collect();
         Latencies {
             append: seconds(),
+            append_stages,
+            stage_histograms,
             read: seconds(),
             tail_delivery: seconds(),
             object_requests: Family::new_with_constructor(seconds),
@@ -65,6 +98,12 @@ impl Latencies {
             "Append requests, from the node taking them to their acknowledgement",
             Unit::Seconds,
             self.append.clone(),
+        );
+        registry.register_with_unit(
+            "append_stage_duration",
+            "The time appends spend in each stage of the engine: admission (waiting for room under max_uncompacted_bytes), wal_queue (waiting for a PUT slot), put, ordering (waiting for earlier WAL objects), wake (the acknowledged append's task resuming)",
+            Unit::Seconds,
+            self.append_stages.clone(),
         );
         registry.register_with_unit(
             "read_duration",
@@ -91,6 +130,22 @@ impl Latencies {
     pub fn delivered(&self, commit_ms: i64, now_ms: i64) {
         let ms = now_ms.saturating_sub(commit_ms).max(0);
         self.tail_delivery.observe(ms as f64 / 1000.0);
+    }
+}
+
+impl StageObserver for Latencies {
+    fn observe(&self, stage: AppendStage, elapsed: std::time::Duration, count: usize) {
+        let Some(histogram) = AppendStage::ALL
+            .iter()
+            .position(|s| *s == stage)
+            .and_then(|i| self.stage_histograms.get(i))
+        else {
+            return;
+        };
+        let seconds = elapsed.as_secs_f64();
+        for _ in 0..count {
+            histogram.observe(seconds);
+        }
     }
 }
 

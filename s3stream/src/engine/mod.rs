@@ -63,6 +63,7 @@ use self::stream::Stream;
 use crate::error::{Result, StreamError};
 use crate::failpoints::Failpoints;
 use crate::format::manifest::{MAX_LABEL_LEN, StreamManifest};
+use crate::stages::StageObserver;
 use crate::storage::ObjectStorage;
 use crate::wal::{self, AckFence, WalIdError, WalIdSource, WalWriter};
 
@@ -76,6 +77,7 @@ pub struct EngineBuilder {
     failpoints: Arc<Failpoints>,
     clock: Arc<dyn Clock>,
     fence: Option<Arc<dyn AckFence>>,
+    stages: Option<Arc<dyn StageObserver>>,
     earlier: Vec<String>,
     exclusive: Option<String>,
 }
@@ -90,6 +92,7 @@ struct Parts {
     failpoints: Arc<Failpoints>,
     clock: Arc<dyn Clock>,
     fence: Option<Arc<dyn AckFence>>,
+    stages: Option<Arc<dyn StageObserver>>,
     earlier: Vec<String>,
     exclusive: Option<String>,
 }
@@ -145,6 +148,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Reports the time every append spends in each stage of the engine to `stages`
+    /// (admission, WAL queue, PUT, ordering, wake: [`AppendStage`](crate::stages::AppendStage)).
+    pub fn stage_observer(mut self, stages: Arc<dyn StageObserver>) -> Self {
+        self.stages = Some(stages);
+        self
+    }
+
     /// Opens a stream only when no other node's member holds it open (a cluster: the holder must
     /// close it or be recovered first); streams held by earlier lives of `node_id` are taken.
     /// Without it, an open fences whoever held the stream.
@@ -180,6 +190,7 @@ impl EngineBuilder {
             failpoints: self.failpoints,
             clock: self.clock,
             fence: self.fence,
+            stages: self.stages,
             earlier: self.earlier,
             exclusive: self.exclusive,
         })
@@ -235,6 +246,7 @@ impl Engine {
             failpoints: Arc::new(Failpoints::new()),
             clock: Arc::new(SystemClock),
             fence: None,
+            stages: None,
             earlier: Vec::new(),
             exclusive: None,
         }
@@ -250,6 +262,7 @@ impl Engine {
             failpoints,
             clock,
             fence,
+            stages,
             earlier,
             exclusive,
         } = parts;
@@ -300,6 +313,9 @@ impl Engine {
         if let Some(fence) = fence {
             wal = wal.with_fence(fence);
         }
+        if let Some(stages) = &stages {
+            wal = wal.with_stages(stages.clone());
+        }
         let caches = Caches::open_with_clock(&settings.cache, clock)
             .await
             .map_err(|e| StreamError::Cache(Arc::new(e)))?;
@@ -322,6 +338,7 @@ impl Engine {
             wake_compactor: Arc::new(Notify::new()),
             halted: AtomicBool::new(false),
             metrics,
+            stages,
             settings,
         });
         let tasks = vec![

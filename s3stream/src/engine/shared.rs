@@ -26,6 +26,7 @@ use super::settings::EngineSettings;
 use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
 use crate::failpoints::Failpoints;
+use crate::stages::{AppendStage, StageObserver};
 use crate::storage::ObjectStorage;
 use crate::wal::WalWriter;
 
@@ -52,6 +53,8 @@ pub(crate) struct EngineShared {
     pub(crate) reader: ObjectReader,
     pub(crate) caches: EngineCaches,
     pub(crate) metrics: Arc<EngineMetrics>,
+    /// Where the time appends spend in each stage goes, if anywhere.
+    pub(crate) stages: Option<Arc<dyn StageObserver>>,
 }
 
 /// Back-pressure accounts in KiB so that a `u32` of permits covers any sensible budget.
@@ -123,6 +126,13 @@ impl EngineShared {
                 limit: self.settings.max_uncompacted_bytes,
                 waited: started.elapsed(),
             }),
+        }
+    }
+
+    /// Reports that an append spent `elapsed` in `stage`.
+    pub(crate) fn observe(&self, stage: AppendStage, elapsed: std::time::Duration) {
+        if let Some(stages) = &self.stages {
+            stages.observe(stage, elapsed, 1);
         }
     }
 

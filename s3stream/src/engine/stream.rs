@@ -24,6 +24,7 @@ use super::open_stream::OpenStream;
 use super::shared::{EngineShared, units};
 use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
+use crate::stages::{AppendStage, StageObserver};
 use crate::wal::{WalError, WalRecord};
 
 /// Which offset bounds a read.
@@ -72,7 +73,10 @@ pub struct PendingAppend {
     pub base_offset: u64,
     /// The offset after the batch.
     pub end_offset: u64,
-    ack: oneshot::Receiver<Result<()>>,
+    /// The outcome, and when the WAL released it.
+    ack: oneshot::Receiver<(Result<()>, Instant)>,
+    /// Told how long the awaiting task took to pick the outcome up.
+    stages: Option<Arc<dyn StageObserver>>,
 }
 
 impl PendingAppend {
@@ -91,13 +95,16 @@ impl std::future::Future for PendingAppend {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         let base_offset = self.base_offset;
-        std::pin::Pin::new(&mut self.ack)
-            .poll(cx)
-            .map(|outcome| match outcome {
-                Ok(Ok(())) => Ok(base_offset),
-                Ok(Err(error)) => Err(error),
-                Err(_) => Err(StreamError::ShutDown),
-            })
+        let polled = std::pin::Pin::new(&mut self.ack).poll(cx);
+        polled.map(|outcome| match outcome {
+            Ok((outcome, released)) => {
+                if let Some(stages) = &self.stages {
+                    stages.observe(AppendStage::Wake, released.elapsed(), 1);
+                }
+                outcome.map(|()| base_offset)
+            }
+            Err(_) => Err(StreamError::ShutDown),
+        })
     }
 }
 
@@ -192,7 +199,10 @@ impl Stream {
     pub async fn reserve(&self, len: usize) -> Result<AppendPermit> {
         let state = &self.state;
         self.check_appendable(1)?;
+        let started = Instant::now();
         let permit = self.engine.admit(state.id, len).await?;
+        self.engine
+            .observe(AppendStage::Admission, started.elapsed());
         Ok(AppendPermit { permit, len })
     }
 
@@ -202,9 +212,11 @@ impl Stream {
         if let Err(error) = self.check_appendable(1) {
             return Some(Err(error));
         }
-        self.engine
-            .try_admit(len)
-            .map(|admitted| admitted.map(|permit| AppendPermit { permit, len }))
+        let admitted = self.engine.try_admit(len)?;
+        if admitted.is_ok() {
+            self.engine.observe(AppendStage::Admission, Duration::ZERO);
+        }
+        Some(admitted.map(|permit| AppendPermit { permit, len }))
     }
 
     /// Appends a batch whose first offset the caller already wrote into it, with room reserved by
@@ -362,7 +374,7 @@ impl Stream {
                     }
                     Err(error) => Err(StreamError::Wal(error)),
                 };
-                let _ = tx.send(outcome);
+                let _ = tx.send((outcome, Instant::now()));
             }),
         );
         if let Err(error) = submitted {
@@ -387,6 +399,7 @@ impl Stream {
             base_offset,
             end_offset,
             ack: rx,
+            stages: self.engine.stages.clone(),
         }))
     }
 

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::failpoints::{self, Failpoints};
 use crate::format::wal::{self, WalRecord, WalSpan};
+use crate::stages::{AppendStage, StageObserver};
 use crate::storage::{ObjectStorage, StorageError};
 
 /// Called once per submitted record with its outcome, in submission order.
@@ -181,7 +182,16 @@ pub struct WrittenObject {
 struct Group {
     records: Vec<WalRecord>,
     acks: Vec<Ack>,
+    /// When each record was submitted (for [`AppendStage::WalQueue`]).
+    submitted: Vec<Instant>,
     bytes: usize,
+}
+
+/// When a group's PUT started and ended (for [`AppendStage::Put`] and [`AppendStage::Ordering`]).
+#[derive(Clone, Copy)]
+struct PutTimes {
+    started: Instant,
+    ended: Instant,
 }
 
 struct State {
@@ -196,7 +206,7 @@ struct State {
     /// Acknowledgements of uploaded groups, by WAL object id, in submission order.
     awaiting: VecDeque<(u64, Vec<Ack>)>,
     /// Outcomes of finished uploads not yet released.
-    done: HashMap<u64, Result<WrittenObject, WalError>>,
+    done: HashMap<u64, (Result<WrittenObject, WalError>, PutTimes)>,
     failed: Option<Arc<WalError>>,
     shut_down: bool,
     /// WAL objects whose appends were acknowledged, oldest first, until the compactor has
@@ -209,6 +219,7 @@ struct Inner {
     id_source: Arc<dyn WalIdSource>,
     failpoints: Option<Arc<Failpoints>>,
     fence: Option<Arc<dyn AckFence>>,
+    stages: Option<Arc<dyn StageObserver>>,
     prefix: String,
     settings: WalSettings,
     state: Mutex<State>,
@@ -254,6 +265,7 @@ impl WalWriter {
                 id_source,
                 failpoints: None,
                 fence: None,
+                stages: None,
                 prefix: prefix.into(),
                 settings,
                 state: Mutex::new(State {
@@ -294,6 +306,15 @@ impl WalWriter {
         self
     }
 
+    /// Reports how long each record waited for its PUT, the PUT and the wait for earlier groups
+    /// to `stages`. Call before the first submission; later calls do nothing.
+    pub fn with_stages(mut self, stages: Arc<dyn StageObserver>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.stages = Some(stages);
+        }
+        self
+    }
+
     /// The key of the WAL object with id `id` under `prefix`.
     pub fn object_key(prefix: &str, id: u64) -> String {
         format!("{prefix}{id:016x}")
@@ -315,6 +336,7 @@ impl WalWriter {
         state.open.bytes += record.encoded_len();
         state.open.records.push(record);
         state.open.acks.push(ack);
+        state.open.submitted.push(Instant::now());
         if state.open.bytes >= self.inner.settings.max_object_bytes {
             let group = mem::take(&mut state.open);
             state.sealed.push_back(group);
@@ -428,11 +450,22 @@ impl WalWriter {
             state.next_id = id + 1;
             state.inflight += 1;
             state.awaiting.push_back((id, group.acks));
+            // The PUT's time starts here, so that the stages of an append add up.
+            let started = Instant::now();
+            if let Some(stages) = &self.inner.stages {
+                for submitted in &group.submitted {
+                    stages.observe(AppendStage::WalQueue, started - *submitted, 1);
+                }
+            }
             let writer = self.clone();
             let records = group.records;
             tokio::spawn(async move {
                 let outcome = writer.upload(id, records).await;
-                writer.finish(id, outcome);
+                let times = PutTimes {
+                    started,
+                    ended: Instant::now(),
+                };
+                writer.finish(id, outcome, times);
             });
         }
         let left: u64 = state.ids.iter().map(|r| r.end - r.start).sum();
@@ -539,10 +572,10 @@ impl WalWriter {
         }
     }
 
-    fn finish(&self, id: u64, outcome: Result<WrittenObject, WalError>) {
+    fn finish(&self, id: u64, outcome: Result<WrittenObject, WalError>, times: PutTimes) {
         let mut state = self.lock();
         state.inflight -= 1;
-        state.done.insert(id, outcome);
+        state.done.insert(id, (outcome, times));
         self.release(&mut state);
         self.dispatch(&mut state);
         if state.inflight == 0 {
@@ -553,7 +586,7 @@ impl WalWriter {
     /// Calls acknowledgements from the head of the queue, in order.
     fn release(&self, state: &mut State) {
         while let Some(&(id, _)) = state.awaiting.front() {
-            let Some(outcome) = state.done.remove(&id) else {
+            let Some((outcome, times)) = state.done.remove(&id) else {
                 break;
             };
             let acks = state
@@ -561,6 +594,12 @@ impl WalWriter {
                 .pop_front()
                 .map(|(_, a)| a)
                 .unwrap_or_default();
+            if let Some(stages) = &self.inner.stages
+                && !acks.is_empty()
+            {
+                stages.observe(AppendStage::Put, times.ended - times.started, acks.len());
+                stages.observe(AppendStage::Ordering, times.ended.elapsed(), acks.len());
+            }
             let outcome = match (&state.failed, outcome) {
                 (Some(cause), _) => Err(WalError::Failed {
                     cause: cause.clone(),

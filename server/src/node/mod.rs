@@ -200,6 +200,7 @@ impl NodeBuilder {
             .clock(clock.clone())
             .wal_storage(wal_store)
             .metadata(metadata.clone())
+            .stage_observer(latencies.clone())
             .settings(settings.engine.clone());
         if let Some(data) = data_store {
             engine = engine.data_storage(data);

@@ -51,6 +51,7 @@
 mod args;
 mod client;
 mod cluster;
+mod histogram;
 mod items;
 mod node;
 mod raw;

@@ -69,3 +69,48 @@ pub(crate) async fn raw_put_throughput(
     }
     Ok(mbps)
 }
+
+/// Raw PUTs with `inflight` requests in flight at once, of `size`-byte objects, for `duration`:
+/// the store's own limit at the node's concurrency and object size. Returns MB/s and each PUT's
+/// latency in ms. The objects are deleted afterwards, outside the timing.
+pub(crate) async fn raw_put_concurrent(
+    raw: Arc<dyn ObjectStorage>,
+    duration: Duration,
+    size: usize,
+    inflight: usize,
+) -> Result<(f64, Vec<f64>), Error> {
+    let body = Bytes::from(vec![0x2au8; size.max(1)]);
+    let started = Instant::now();
+    let mut lanes = Vec::new();
+    for lane in 0..inflight.max(1) {
+        let (raw, body) = (raw.clone(), body.clone());
+        lanes.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while started.elapsed() < duration {
+                let key = format!("raw/concurrent-{lane}-{}", latencies.len());
+                let sent = Instant::now();
+                raw.put(&key, body.clone())
+                    .await
+                    .map_err(|e| format!("raw PUT: {e}"))?;
+                latencies.push(sent.elapsed().as_secs_f64() * 1e3);
+            }
+            Ok::<_, Error>(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut written = Vec::new();
+    for (lane, task) in lanes.into_iter().enumerate() {
+        let latencies = task.await.map_err(|e| format!("raw PUT lane: {e}"))??;
+        written.push((lane, latencies.len()));
+        all.extend(latencies);
+    }
+    let mbps = (all.len() * body.len()) as f64 / started.elapsed().as_secs_f64() / 1e6;
+    for (lane, n) in written {
+        for i in 0..n {
+            raw.delete(&format!("raw/concurrent-{lane}-{i}"))
+                .await
+                .map_err(|e| format!("raw DELETE: {e}"))?;
+        }
+    }
+    Ok((mbps, all))
+}

@@ -1,5 +1,7 @@
-//! Items 2 and 7: group commit with 1, 100 and 1000 buckets against raw PUT throughput, and the
-//! node's peak RSS during it beside its cache budgets.
+//! Items 2 and 7: group commit with 1, 100 and 1000 buckets against raw PUT throughput (sequential,
+//! and with as many PUTs in flight as the WAL keeps, of the objects the case wrote), where each
+//! append's time went (the node's stage histograms, docs/append-stages.md), and the node's peak
+//! RSS during it beside its cache budgets.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -9,8 +11,9 @@ use std::time::{Duration, Instant};
 use mink_s3stream::engine::EngineSettings;
 use mink_server::settings::HttpSettings;
 
-use crate::node::proc_kib;
-use crate::raw::raw_put_throughput;
+use crate::histogram::{HistogramDelta, delta};
+use crate::node::{cpu_seconds, proc_kib};
+use crate::raw::{raw_put_concurrent, raw_put_throughput};
 use crate::report::{ms, pct, verdict};
 use crate::rows::{kv_fields, mink_batch};
 use crate::{GROUP_ROWS, MINK_BATCHES};
@@ -59,13 +62,16 @@ impl Bench {
              |---|---|---|---|---|---|---|---|---|\n",
             body.len() >> 10
         );
+        let inflight = EngineSettings::default().wal.max_inflight_puts;
+        let mut cases = Vec::new();
         for buckets in [1u32, 100, 1000] {
             let table = format!("group{buckets}");
             self.client
                 .create_table(&table, kv_fields(), buckets)
                 .await?;
             let writers = buckets.max(256);
-            let puts0 = self.client.metric("wal_puts").await?;
+            let before = self.client.metrics().await?;
+            let cpu0 = (cpu_seconds(pid), cpu_seconds(std::process::id()));
             let started = Instant::now();
             let deadline = started + Duration::from_secs_f64(seconds);
             let mut tasks = Vec::new();
@@ -102,7 +108,14 @@ impl Bench {
                 latencies.extend(task.await.map_err(|e| format!("writer task: {e}"))??);
             }
             let elapsed = started.elapsed().as_secs_f64();
-            let puts = self.client.metric("wal_puts").await? - puts0;
+            let cpu1 = (cpu_seconds(pid), cpu_seconds(std::process::id()));
+            let after = self.client.metrics().await?;
+            let gained = |name: &str| {
+                let key = format!("mink_{name}_total");
+                after.get(&key).copied().unwrap_or(0.0) - before.get(&key).copied().unwrap_or(0.0)
+            };
+            let puts = gained("wal_puts");
+            let put_bytes = gained("wal_put_bytes");
             let requests = latencies.len() as f64;
             let mbps = requests * body.len() as f64 / elapsed / 1e6;
             let p = pct(&mut latencies);
@@ -118,8 +131,39 @@ impl Bench {
                 p.p99,
                 verdict(ratio >= 0.8),
             );
+            let stage = |name: &str| {
+                delta(
+                    &before,
+                    &after,
+                    "mink_append_stage_duration_seconds",
+                    &[("stage", name)],
+                )
+            };
+            let cpu = |(a, b): (Option<f64>, Option<f64>)| b.zip(a).map(|(b, a)| b - a);
+            cases.push(Case {
+                buckets,
+                mbps,
+                p,
+                object_bytes: if puts > 0.0 { put_bytes / puts } else { 0.0 },
+                node_total: delta(&before, &after, "mink_append_duration_seconds", &[]),
+                node_put: delta(
+                    &before,
+                    &after,
+                    "mink_object_request_duration_seconds",
+                    &[("op", "put"), ("kind", "wal")],
+                ),
+                stages: mink_s3stream::AppendStage::ALL
+                    .iter()
+                    .map(|s| (s.name(), stage(s.name())))
+                    .collect(),
+                node_cpu: cpu((cpu0.0, cpu1.0)),
+                driver_cpu: cpu((cpu0.1, cpu1.1)),
+                appended_gb: requests * body.len() as f64 / 1e9,
+            });
         }
         self.report.md.push('\n');
+        self.concurrency_and_stages(&cases, inflight, seconds)
+            .await?;
         sampling.store(false, Ordering::Relaxed);
         let _ = sampler.await;
         let hwm = proc_kib(pid, "VmHWM:").unwrap_or(0);
@@ -160,6 +204,112 @@ impl Bench {
             100.0 * (hwm << 10) as f64 / budget as f64,
             body.len() >> 10,
         );
+        Ok(())
+    }
+}
+
+/// What one group-commit case measured, for the tables after the first.
+struct Case {
+    buckets: u32,
+    mbps: f64,
+    /// The client's append latencies.
+    p: crate::report::Pct,
+    /// Mean size of the WAL objects the case wrote.
+    object_bytes: f64,
+    /// `mink_append_duration_seconds`: the core taking the request to its acknowledgement.
+    node_total: HistogramDelta,
+    /// The node's WAL PUTs (`mink_object_request_duration_seconds{op="put",kind="wal"}`).
+    node_put: HistogramDelta,
+    stages: Vec<(&'static str, HistogramDelta)>,
+    node_cpu: Option<f64>,
+    driver_cpu: Option<f64>,
+    appended_gb: f64,
+}
+
+impl Bench {
+    /// Item 2's second and third tables: each case beside raw PUTs with as many in flight as the
+    /// WAL keeps, of the objects that case wrote; then where its appends' time went.
+    async fn concurrency_and_stages(
+        &mut self,
+        cases: &[Case],
+        inflight: usize,
+        seconds: f64,
+    ) -> Result<(), Error> {
+        let _ = write!(
+            self.report.md,
+            "Against the store's limit at the node's concurrency: raw PUTs with {inflight} in flight \
+             (`engine.wal.max_inflight_puts`) of objects as large as the case's mean WAL object, for \
+             {seconds:.0} s after the case. CPU is the node's (and the driver's) CPU seconds during \
+             the case per GB appended.\n\n\
+             | buckets | WAL object KiB | raw PUT MB/s at {inflight} in flight | ratio | goal >= 0.8x | raw PUT p50 / p99 ms | append p99 / p50 | goal <= 3x | goal p99 <= 2x raw p99 + p50 | node CPU-s/GB | driver CPU-s/GB |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|\n"
+        );
+        for case in cases {
+            let (raw_mbps, mut raw_latencies) = raw_put_concurrent(
+                self.raw.clone(),
+                Duration::from_secs_f64(seconds),
+                case.object_bytes as usize,
+                inflight,
+            )
+            .await?;
+            let raw = pct(&mut raw_latencies);
+            let ratio = case.mbps / raw_mbps;
+            let spread = case.p.p99 / case.p.p50.max(1e-9);
+            let bound = 2.0 * raw.p99 + case.p.p50;
+            let per_gb = |cpu: Option<f64>| {
+                cpu.map_or("-".to_owned(), |c| format!("{:.2}", c / case.appended_gb))
+            };
+            let _ = writeln!(
+                self.report.md,
+                "| {} | {:.0} | {raw_mbps:.1} | **{ratio:.2}x** | {} | {:.1} / {:.1} | {spread:.1}x | {} | {:.0} <= {bound:.0}: {} | {} | {} |",
+                case.buckets,
+                case.object_bytes / 1024.0,
+                verdict(ratio >= 0.8),
+                raw.p50,
+                raw.p99,
+                verdict(spread <= 3.0),
+                case.p.p99,
+                verdict(case.p.p99 <= bound),
+                per_gb(case.node_cpu),
+                per_gb(case.driver_cpu),
+            );
+        }
+        let _ = write!(
+            self.report.md,
+            "\nWhere the appends' time went, from the node's histograms \
+             (`mink_append_stage_duration_seconds{{stage}}`, docs/append-stages.md; quantiles \
+             interpolated inside buckets that step by 1.41x). The stages add up to the engine's part \
+             of an append; `node total` is the core taking the request to its acknowledgement \
+             (parsing and checking the batches included), `client` the writer's whole request; \
+             `WAL PUT` is the node's PUT requests as the store answered them.\n\n\
+             | buckets | stage | mean ms | p50 ms | p99 ms | share of the node's mean |\n\
+             |---|---|---|---|---|---|\n"
+        );
+        for case in cases {
+            let total = case.node_total.mean_ms().max(1e-9);
+            let mut row = |name: &str, h: &HistogramDelta| {
+                let _ = writeln!(
+                    self.report.md,
+                    "| {} | {name} | {:.2} | {:.2} | {:.2} | {:.0}% |",
+                    case.buckets,
+                    h.mean_ms(),
+                    h.quantile_ms(0.5),
+                    h.quantile_ms(0.99),
+                    100.0 * h.mean_ms() / total,
+                );
+            };
+            for (name, h) in &case.stages {
+                row(name, h);
+            }
+            row("node total", &case.node_total);
+            row("WAL PUT", &case.node_put);
+            let _ = writeln!(
+                self.report.md,
+                "| {} | client | - | {:.2} | {:.2} | |",
+                case.buckets, case.p.p50, case.p.p99
+            );
+        }
+        self.report.md.push('\n');
         Ok(())
     }
 }
