@@ -1,10 +1,15 @@
 //! The node's registry of open bucket logs: each log is opened once, on first use, and closed
 //! together at shutdown; [`Logs::owner`] is where ownership (which node serves a bucket) goes.
+//!
+//! Opens of different logs run side by side, [`OPEN_PARALLELISM`] at a time (an open replays
+//! the log and writes metadata: a table's first appends to a thousand buckets must not queue
+//! behind one another); two opens of one log are one. Drops, releases and the shutdown wait for
+//! the opens in flight and keep new ones out while they run.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, RwLock, Semaphore};
 
 use mink_metadata::TableRecord;
 
@@ -17,8 +22,12 @@ pub struct Logs {
     provider: Arc<dyn LogProvider>,
     /// Open logs; read on every request, so a plain read lock.
     open: parking_lot::RwLock<HashMap<LogKey, Arc<dyn BucketLog>>>,
-    /// Serialises opens, drops and shutdown (an open can take a while: it replays the log).
-    changes: Mutex<()>,
+    /// Opens hold it shared; drops, releases and the shutdown exclusively.
+    changes: RwLock<()>,
+    /// One lock per log being opened, so that concurrent first uses open it once.
+    opening: parking_lot::Mutex<HashMap<LogKey, Arc<Mutex<()>>>>,
+    /// Bounds the opens in flight.
+    open_slots: Semaphore,
     closing: std::sync::atomic::AtomicBool,
 }
 
@@ -34,7 +43,9 @@ impl Logs {
         Logs {
             provider,
             open: parking_lot::RwLock::new(HashMap::new()),
-            changes: Mutex::new(()),
+            changes: RwLock::new(()),
+            opening: parking_lot::Mutex::new(HashMap::new()),
+            open_slots: Semaphore::new(OPEN_PARALLELISM),
             closing: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -54,15 +65,49 @@ impl Logs {
         {
             return Ok(Arc::clone(log));
         }
-        let _changing = self.changes.lock().await;
+        let _changing = self.changes.read().await;
         if self.closing.load(std::sync::atomic::Ordering::Acquire) {
             return Err(ApiError::ShuttingDown);
         }
+        let this_key = Arc::clone(
+            self.opening
+                .lock()
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(Mutex::new(()))),
+        );
+        let opened = {
+            let _this_key = this_key.lock().await;
+            self.open_once(key, table).await
+        };
+        // Whoever still waits on this key's lock holds it and finds the log open (or tries
+        // again after a failure); a later first use makes a new one.
+        let mut opening = self.opening.lock();
+        if opening
+            .get(key)
+            .is_some_and(|entry| Arc::ptr_eq(entry, &this_key))
+            && Arc::strong_count(&this_key) == 2
+        {
+            opening.remove(key);
+        }
+        opened
+    }
+
+    /// Opens `key`'s log unless it is open already; the caller holds the key's lock.
+    async fn open_once(
+        &self,
+        key: &LogKey,
+        table: &Arc<TableInfo>,
+    ) -> ApiResult<Arc<dyn BucketLog>> {
         if let Some(log) = self.open.read().get(key)
             && !log.is_closed()
         {
             return Ok(Arc::clone(log));
         }
+        let _slot = self
+            .open_slots
+            .acquire()
+            .await
+            .map_err(|_| ApiError::ShuttingDown)?;
         let log = self.provider.open(key, table).await?;
         self.open.write().insert(key.clone(), Arc::clone(&log));
         Ok(log)
@@ -73,7 +118,7 @@ impl Logs {
     /// same incarnation either finished before (and its log is destroyed here) or comes after
     /// and finds the table record gone.
     pub async fn destroy_table(&self, table: &TableRecord) -> ApiResult<()> {
-        let _changing = self.changes.lock().await;
+        let _changing = self.changes.write().await;
         for partition in &table.partitions {
             for bucket in 0..table.bucket_count {
                 let key = LogKey {
@@ -97,7 +142,7 @@ impl Logs {
     pub async fn close_all(&self) -> ApiResult<()> {
         self.closing
             .store(true, std::sync::atomic::Ordering::Release);
-        let _changing = self.changes.lock().await;
+        let _changing = self.changes.write().await;
         let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = self.open.write().drain().collect();
         close_logs(logs).await.1
     }
@@ -112,7 +157,7 @@ impl Logs {
     /// away. Their parked readers return; requests that come after find them gone and are
     /// routed by ownership. Returns the keys released, and the first error.
     pub async fn release(&self, keys: &[LogKey]) -> (Vec<LogKey>, ApiResult<()>) {
-        let _changing = self.changes.lock().await;
+        let _changing = self.changes.write().await;
         let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = {
             let mut open = self.open.write();
             keys.iter()
@@ -127,6 +172,10 @@ impl Logs {
         self.open.read().len()
     }
 }
+
+/// Logs opened at once: each open replays its log's tail and writes its metadata; a bound keeps
+/// a burst of first uses from flooding the metadata store and the object store.
+const OPEN_PARALLELISM: usize = 64;
 
 /// Logs closed at once by a release or the shutdown: each close waits for its appends in flight
 /// and writes a snapshot, so thousands of them one after another would outlast a grace period.
@@ -166,4 +215,167 @@ async fn close_logs(logs: Vec<(LogKey, Arc<dyn BucketLog>)>) -> (Vec<LogKey>, Ap
         }
     }
     (closed, first_error.map_or(Ok(()), Err))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use bytes::Bytes;
+    use mink_s3stream::Footprint;
+    use tokio::sync::watch;
+
+    use super::*;
+    use crate::bucket_log::{AppendOutcome, LogOffsets, ReadChunk};
+    use crate::catalog::TableSchemas;
+
+    /// A log that only knows whether it was closed.
+    #[derive(Default)]
+    struct Quiet {
+        closed: AtomicBool,
+    }
+
+    #[async_trait]
+    impl BucketLog for Quiet {
+        async fn append(&self, _: Bytes) -> ApiResult<AppendOutcome> {
+            Err(ApiError::ShuttingDown)
+        }
+        async fn read(
+            &self,
+            _: u64,
+            _: Option<u64>,
+            _: Option<&[String]>,
+            _: usize,
+        ) -> ApiResult<ReadChunk> {
+            Err(ApiError::ShuttingDown)
+        }
+        fn offsets(&self) -> LogOffsets {
+            LogOffsets {
+                log_start: 0,
+                high_watermark: 0,
+            }
+        }
+        fn footprint(&self) -> Footprint {
+            Footprint {
+                start: 0,
+                confirm: 0,
+                pieces: Vec::new(),
+            }
+        }
+        async fn wait_past(&self, offset: u64, _: Duration) -> u64 {
+            offset
+        }
+        fn is_closed(&self) -> bool {
+            self.closed.load(Ordering::Acquire)
+        }
+        async fn offset_for_timestamp(&self, _: i64) -> ApiResult<u64> {
+            Err(ApiError::ShuttingDown)
+        }
+        async fn trim(&self, _: u64) -> ApiResult<()> {
+            Err(ApiError::ShuttingDown)
+        }
+        async fn close(&self) -> ApiResult<()> {
+            self.closed.store(true, Ordering::Release);
+            Ok(())
+        }
+        async fn destroy(&self) -> ApiResult<()> {
+            self.close().await
+        }
+    }
+
+    /// Opens that each wait until `needed` opens are in flight at once (or a release).
+    struct Rendezvous {
+        needed: usize,
+        inflight: watch::Sender<usize>,
+        opens: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl LogProvider for Rendezvous {
+        async fn open(&self, _: &LogKey, _: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>> {
+            self.opens.fetch_add(1, Ordering::AcqRel);
+            self.inflight.send_modify(|n| *n += 1);
+            let mut seen = self.inflight.subscribe();
+            // A registry that opened one log at a time would leave this waiting forever.
+            let met = tokio::time::timeout(
+                Duration::from_secs(20),
+                seen.wait_for(|n| *n >= self.needed),
+            )
+            .await;
+            assert!(met.is_ok(), "opens of different logs ran one at a time");
+            Ok(Arc::new(Quiet::default()))
+        }
+        async fn destroy_closed(&self, _: &LogKey) -> ApiResult<()> {
+            Ok(())
+        }
+    }
+
+    fn table() -> Arc<TableInfo> {
+        Arc::new(TableInfo {
+            record: parking_lot::RwLock::new(TableRecord {
+                name: "t".to_owned(),
+                schemas: Default::default(),
+                bucket_count: 8,
+                partitions: vec![String::new()],
+                incarnation: 1,
+                retention: None,
+                kafka_key: None,
+                stream: None,
+            }),
+            schemas: Arc::new(TableSchemas::default()),
+        })
+    }
+
+    fn key(bucket: u32) -> LogKey {
+        LogKey {
+            table: "t".to_owned(),
+            partition: String::new(),
+            bucket,
+            incarnation: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn logs_open_side_by_side_and_each_once() {
+        let provider = Arc::new(Rendezvous {
+            needed: 4,
+            inflight: watch::Sender::new(0),
+            opens: AtomicUsize::new(0),
+        });
+        let logs = Arc::new(Logs::new(provider.clone()));
+        let table = table();
+        // Four buckets, each asked for three times at once.
+        let mut gets = Vec::new();
+        for bucket in 0..4 {
+            for _ in 0..3 {
+                let (logs, table) = (logs.clone(), table.clone());
+                gets.push(tokio::spawn(async move {
+                    let log = logs.get(&key(bucket), &table).await.unwrap();
+                    (bucket, log)
+                }));
+            }
+        }
+        let mut by_bucket: HashMap<u32, Vec<Arc<dyn BucketLog>>> = HashMap::new();
+        for get in gets {
+            let (bucket, log) = get.await.unwrap();
+            by_bucket.entry(bucket).or_default().push(log);
+        }
+        assert_eq!(
+            provider.opens.load(Ordering::Acquire),
+            4,
+            "one open per log"
+        );
+        for (bucket, got) in &by_bucket {
+            assert!(
+                got.iter().all(|log| Arc::ptr_eq(log, &got[0])),
+                "every use of bucket {bucket} got the same log"
+            );
+        }
+        assert_eq!(logs.open_count(), 4);
+        assert!(logs.opening.lock().is_empty(), "no open left behind");
+        logs.close_all().await.unwrap();
+        assert!(by_bucket.values().flatten().all(|log| log.is_closed()));
+    }
 }
