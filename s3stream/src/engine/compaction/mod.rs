@@ -5,7 +5,8 @@
 //!
 //! - the **compactor** runs a [round](round) every `interval`, or sooner when appends pile up:
 //!   each acknowledged WAL object is adopted as it is or rewritten ([plan]), and one commit
-//!   advances the committed ends;
+//!   advances the committed ends; a round takes at most `max_round_bytes` of WAL objects and the
+//!   next one starts at once, so room under back-pressure comes back in steps;
 //! - the **second pass** runs every `maintenance_interval`: it [merges](merge) runs of small
 //!   stream objects, collects [garbage](gc), sweeps [orphaned objects](orphans) every
 //!   `orphan_sweep_interval`, and [regroups](regroup) stream-set objects by stream (outside the
@@ -32,7 +33,7 @@ pub use settings::CompactionSettings;
 use super::shared::EngineShared;
 use crate::error::{Result, StreamError};
 
-pub(crate) use round::compact;
+pub(crate) use round::{compact, compact_round};
 
 /// The compactor's loop: a round every `interval`, or sooner when woken.
 pub(crate) async fn run_compactor(engine: Weak<EngineShared>) {
@@ -50,8 +51,10 @@ pub(crate) async fn run_compactor(engine: Weak<EngineShared>) {
         let Some(shared) = engine.upgrade() else {
             return;
         };
-        match compact(&shared).await {
-            Ok(()) => {}
+        match compact_round(&shared, shared.settings.compaction.max_round_bytes).await {
+            // What the round left is taken at once.
+            Ok(true) => shared.wake_compactor.notify_one(),
+            Ok(false) => {}
             Err(StreamError::Failpoint(name)) => {
                 tracing::warn!(failpoint = name, "compactor stops at a failpoint");
                 return;

@@ -1,7 +1,9 @@
 //! One compaction round: commits durable WAL data into committed objects.
 //!
 //! A round takes the WAL's durable point `p` (every WAL object below `p` is acknowledged) and
-//! the WAL objects below it that are not yet committed, oldest first. Each one is either
+//! the WAL objects below it that are not yet committed, oldest first; the compactor's rounds
+//! stop at about `max_round_bytes` of them (at least one), moving `p` down to the first object
+//! left for the next round. Each one is either
 //!
 //! - **adopted**: committed as a stream-set object as it is (a WAL object is laid out like
 //!   one), so its bytes are written once. Only when the WAL and data stores are the same, the
@@ -33,14 +35,28 @@ use crate::engine::shared::EngineShared;
 use crate::error::{Result, StreamError};
 use crate::failpoints;
 
-/// One compaction round.
+/// Compacts everything durable now, in one round.
 pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
+    compact_round(engine, u64::MAX).await.map(drop)
+}
+
+/// One compaction round over the oldest durable WAL objects, up to about `max_bytes` of them (at
+/// least one). Returns whether durable WAL objects were left for the next round.
+pub(crate) async fn compact_round(engine: &EngineShared, max_bytes: u64) -> Result<bool> {
     let mut state = engine.compaction_lock.lock().await;
     if engine.halted() {
         return Err(StreamError::ShutDown);
     }
     let point = engine.wal.with_durable_point(|point| point);
-    let written = engine.wal.written_below(point);
+    let mut written = engine.wal.written_below(point);
+    let (point, more) = match round_end(&written, max_bytes) {
+        Some(end) => {
+            let next = written.get(end).map_or(point, |o| o.id);
+            written.truncate(end);
+            (next, true)
+        }
+        None => (point, false),
+    };
     let streams: HashMap<u64, Arc<OpenStream>> = engine
         .open_streams()
         .into_iter()
@@ -61,7 +77,7 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
         plan = plan_round(&written, &streams, u64::MAX)?;
     }
     if plan.ends.is_empty() && point <= state.retired_below {
-        return Ok(());
+        return Ok(more);
     }
     let context = engine.commit_context();
     let mut objects = Vec::new();
@@ -186,7 +202,7 @@ pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
     )
     .await;
     metrics.compactions.fetch_add(1, Ordering::Relaxed);
-    Ok(())
+    Ok(more)
 }
 
 /// The batches of stream `id` for `range`, from its log cache.
@@ -218,6 +234,19 @@ fn part_of(
     })
 }
 
+/// How many of the oldest `written` objects a round of at most `max_bytes` takes (at least one),
+/// or `None` when it takes them all.
+fn round_end(written: &[Arc<crate::wal::WrittenObject>], max_bytes: u64) -> Option<usize> {
+    let mut bytes = 0u64;
+    for (i, object) in written.iter().enumerate() {
+        bytes = bytes.saturating_add(object.size);
+        if bytes > max_bytes && i > 0 {
+            return Some(i);
+        }
+    }
+    None
+}
+
 /// Commits `request` (`written`: the objects written for it); a stream fenced meanwhile is
 /// dropped from this node, a failpoint halts the engine.
 async fn commit_fenced(
@@ -244,5 +273,39 @@ async fn commit_fenced(
             }
             Err(error)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wal::WrittenObject;
+
+    fn objects(sizes: &[u64]) -> Vec<Arc<WrittenObject>> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, size)| {
+                Arc::new(WrittenObject {
+                    id: i as u64 + 10,
+                    key: format!("wal/{i}"),
+                    size: *size,
+                    spans: Vec::new(),
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_round_takes_the_oldest_objects_up_to_its_bytes() {
+        // Everything fits: no cut.
+        assert_eq!(round_end(&objects(&[10, 20, 30]), 60), None);
+        assert_eq!(round_end(&objects(&[]), 0), None);
+        // Cut before the object that would pass the bound.
+        assert_eq!(round_end(&objects(&[10, 20, 30]), 59), Some(2));
+        assert_eq!(round_end(&objects(&[10, 20, 30]), 10), Some(1));
+        // An object larger than the bound still makes a round of its own.
+        assert_eq!(round_end(&objects(&[100, 20]), 10), Some(1));
+        assert_eq!(round_end(&objects(&[100]), 10), None);
     }
 }

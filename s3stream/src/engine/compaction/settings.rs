@@ -13,6 +13,12 @@ pub struct CompactionSettings {
     pub interval: Duration,
     /// A round starts early when this many bytes await compaction. Default 32 MiB.
     pub trigger_bytes: u64,
+    /// A round takes the oldest WAL objects up to about this many bytes (at least one object)
+    /// and the next round starts at once after it. Room under `max_uncompacted_bytes` is
+    /// given back at the end of a round, so smaller rounds give it back sooner and in smaller
+    /// steps: appends that wait under back-pressure wait for one round of this size, not for
+    /// everything that piled up. Default 64 MiB.
+    pub max_round_bytes: u64,
     /// A stream with at least this many bytes in a round gets its own stream object; smaller
     /// ones share a stream-set object. Default 8 MiB.
     pub stream_object_bytes: u64,
@@ -62,6 +68,7 @@ impl Default for CompactionSettings {
         CompactionSettings {
             interval: Duration::from_secs(2),
             trigger_bytes: 32 << 20,
+            max_round_bytes: 64 << 20,
             stream_object_bytes: 8 << 20,
             block_bytes: 1 << 20,
             max_object_bytes: 64 << 20,
