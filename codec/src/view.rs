@@ -314,6 +314,28 @@ impl<B: BatchBuf> BatchView<B> {
     /// `last_offset_delta + 1`, and the change-type vector (fits, bytes 0..=4). Does not look at the
     /// Arrow message.
     pub fn check_header(&self) -> Result<()> {
+        self.check_magic()?;
+        let h = &self.header;
+        let actual = crc32c::crc32c(self.as_bytes().get(CRC_START..).unwrap_or(&[]));
+        if actual != h.crc {
+            return Err(Error::CrcMismatch {
+                position: self.at(pos::CRC),
+                expected: h.crc,
+                actual,
+            });
+        }
+        self.check_header_fields()
+    }
+
+    /// [`check_header`](Self::check_header) without the CRC, for bytes whose integrity was
+    /// checked where they came from (the storage layer checks a CRC over every block it reads):
+    /// what a reader must still check before it relies on the header's counts and vectors.
+    pub fn check_header_trusting_crc(&self) -> Result<()> {
+        self.check_magic()?;
+        self.check_header_fields()
+    }
+
+    fn check_magic(&self) -> Result<()> {
         let h = &self.header;
         if h.magic != MAGIC {
             return Err(Error::BadMagic {
@@ -322,15 +344,13 @@ impl<B: BatchBuf> BatchView<B> {
                 expected: MAGIC,
             });
         }
+        Ok(())
+    }
+
+    /// Attributes, counts and the change-type vector.
+    fn check_header_fields(&self) -> Result<()> {
+        let h = &self.header;
         let bytes = self.as_bytes();
-        let actual = crc32c::crc32c(bytes.get(CRC_START..).unwrap_or(&[]));
-        if actual != h.crc {
-            return Err(Error::CrcMismatch {
-                position: self.at(pos::CRC),
-                expected: h.crc,
-                actual,
-            });
-        }
         let known = if h.writer_id >= 0 {
             ATTR_APPEND_ONLY | ATTR_RECORD_SEQUENCE
         } else {

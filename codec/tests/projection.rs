@@ -439,3 +439,40 @@ fn every_flipped_byte_of_the_source_is_handled() {
     }
     assert!(projected > 0, "flips in unread bytes leave the batch whole");
 }
+
+/// A projection trusting the CRC skips only the CRC: a batch whose CRC is wrong projects (a
+/// checking projection refuses it), and every flipped byte, CRC left as it is, still gives an
+/// error or a batch that validates, never a panic.
+#[test]
+fn trusting_the_crc_skips_only_the_crc() {
+    let rb = every_kind(5, 41);
+    let schema = rb.schema();
+    let good = encode_batch(&rb, None, BatchMeta::new(1)).unwrap();
+    let columns = [15, 22, 3, 17, 8, 20, 19, 2];
+    let mut checking = Projection::new(schema.clone(), &columns).unwrap();
+    let mut trusting = Projection::new(schema.clone(), &columns)
+        .unwrap()
+        .trusting_crc();
+    let mut stale = good.clone();
+    stale[pos::CRC] ^= 0x5A;
+    let view = BatchView::new(stale.as_slice()).unwrap();
+    assert!(
+        checking.project(&view).is_err(),
+        "a checking projection refuses a bad CRC"
+    );
+    let projected = trusting.project(&view).unwrap();
+    let expected = checking
+        .project(&BatchView::new(good.as_slice()).unwrap())
+        .unwrap();
+    assert_eq!(
+        projected, expected,
+        "the same projection, with a CRC of its own"
+    );
+    for at in 0..good.len() {
+        for mask in [0x01u8, 0x80, 0xFF] {
+            let mut buf = good.clone();
+            buf[at] ^= mask;
+            project_checked(&buf, &schema, &mut trusting);
+        }
+    }
+}
