@@ -440,3 +440,78 @@ pub(super) async fn one_leader_at_a_time_and_a_fence_that_outlives_no_leadership
         assert_eq!(gone.kind(), ErrorKind::NotFound);
     }
 }
+
+/// Many transactions at once (a store may commit them together): each compare-and-swap applies
+/// exactly once or fails against the version it saw, every success has a revision of its own,
+/// and a watch sees the changes in revision order.
+pub(super) async fn concurrent_transactions_apply_once_each_in_revision_order(f: Fixture) {
+    const TASKS: usize = 24;
+    const INCREMENTS: usize = 5;
+    let mut watch = f.kv.watch_prefix("mink/c/").await.unwrap();
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let kv = if task % 2 == 0 {
+            Arc::clone(&f.kv)
+        } else {
+            Arc::clone(&f.other)
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut revisions = Vec::new();
+            let mut refused = 0usize;
+            for _ in 0..INCREMENTS {
+                loop {
+                    let seen = kv.get("mink/c/counter").await.unwrap();
+                    let (version, count) = seen.map_or((0, 0u64), |kv| {
+                        (
+                            kv.version,
+                            String::from_utf8_lossy(&kv.value).parse().unwrap(),
+                        )
+                    });
+                    let out = kv
+                        .txn(Txn {
+                            compares: vec![Compare::version("mink/c/counter", version)],
+                            on_success: vec![
+                                Op::put("mink/c/counter", (count + 1).to_string()),
+                                Op::put(format!("mink/c/task-{task:02}"), count.to_string()),
+                            ],
+                        })
+                        .await
+                        .unwrap();
+                    if out.succeeded {
+                        revisions.push(out.revision);
+                        break;
+                    }
+                    refused += 1;
+                }
+            }
+            (revisions, refused)
+        }));
+    }
+    let mut revisions = Vec::new();
+    for task in tasks {
+        revisions.extend(task.await.unwrap().0);
+    }
+    let total = TASKS * INCREMENTS;
+    let counter = f.kv.get("mink/c/counter").await.unwrap().unwrap();
+    assert_eq!(&counter.value[..], total.to_string().as_bytes());
+    revisions.sort_unstable();
+    revisions.dedup();
+    assert_eq!(revisions.len(), total, "every success has its own revision");
+    assert_eq!(counter.version, *revisions.last().unwrap());
+    // Two puts per success, seen in revision order, each counter value once.
+    let mut last = 0;
+    let mut counts = Vec::new();
+    for _ in 0..2 * total {
+        match next_event(&mut watch).await {
+            WatchEvent::Put(kv) => {
+                assert!(kv.version >= last, "revision {} after {last}", kv.version);
+                last = kv.version;
+                if kv.key == "mink/c/counter" {
+                    counts.push(String::from_utf8_lossy(&kv.value).parse::<usize>().unwrap());
+                }
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(counts, (1..=total).collect::<Vec<_>>());
+}

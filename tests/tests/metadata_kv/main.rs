@@ -23,8 +23,9 @@ use streams::object;
 use ids::concurrent_allocators_never_repeat_an_id;
 use index::index_is_rebuilt_on_open_and_follows_other_writers;
 use kv::{
-    compare_and_swap_needs_the_current_version, corrupt_and_future_values_are_typed_errors,
-    leases_hold_keys_until_revoked_or_expired,
+    compare_and_swap_needs_the_current_version,
+    concurrent_transactions_apply_once_each_in_revision_order,
+    corrupt_and_future_values_are_typed_errors, leases_hold_keys_until_revoked_or_expired,
     one_leader_at_a_time_and_a_fence_that_outlives_no_leadership, put_get_delete_track_versions,
     scan_pages_through_a_prefix_only, txn_is_all_or_nothing,
     watch_sees_changes_under_its_prefix_in_order,
@@ -121,6 +122,7 @@ conformance!(
     recovery_is_claimed_once_after_the_member_is_gone,
     index_is_rebuilt_on_open_and_follows_other_writers,
     one_revision_scans_see_one_state,
+    concurrent_transactions_apply_once_each_in_revision_order,
 );
 
 const WAIT: Duration = Duration::from_secs(10);
