@@ -396,6 +396,12 @@ impl Collector for EngineCollector {
         )?;
         counter(
             &mut encoder,
+            "object_put_bytes",
+            "Bytes of committed objects written by compaction, merges and regrouping",
+            &engine.object_bytes_written,
+        )?;
+        counter(
+            &mut encoder,
             "orphan_objects_deleted",
             "Committed objects no record named (left by a crash or a failed commit), deleted by the orphan sweep",
             &engine.orphans_deleted,

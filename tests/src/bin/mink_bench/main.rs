@@ -26,6 +26,8 @@
 //!     (`tests/clients/kafka_bench.py`, run with `MINK_TEST_PYTHON`).
 //! 11. Durable Streams: `/ds` beside `/v1` with the same 1 KiB body, samples interleaved:
 //!     append latency, and append sent -> a parked long-poll reader and an SSE reader.
+//! 12. Many open tablets: the first append to each of 10,000 buckets (1,000 with `--quick`) from
+//!     64 clients, RSS per open tablet, and the graceful stop with all of them open (goal < 5 s).
 //! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
 //!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
@@ -133,7 +135,7 @@ async fn run(options: Options) -> Result<(), Error> {
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
-    let steps: [(&str, u8); 9] = [
+    let steps: [(&str, u8); 10] = [
         ("idle append", 1),
         ("tail delivery", 3),
         ("replay", 4),
@@ -143,6 +145,7 @@ async fn run(options: Options) -> Result<(), Error> {
         ("flight", 9),
         ("kafka", 10),
         ("durable streams", 11),
+        ("open tablets", 12),
     ];
     let mut sections = std::collections::BTreeMap::new();
     let only = bench.options.only.clone();
@@ -166,6 +169,7 @@ async fn run(options: Options) -> Result<(), Error> {
             9 => bench.flight().await?,
             10 => bench.kafka().await?,
             11 => bench.durable_streams().await?,
+            12 => bench.open_tablets().await?,
             _ => bench.timestamp_lookup().await?,
         }
         sections.insert(step, std::mem::take(&mut bench.report.md));
