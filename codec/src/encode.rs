@@ -157,6 +157,15 @@ impl Encoder {
 
 /// Writes the header of the batch that starts at `start` in `out` (its change vector and Arrow
 /// message already follow the header's room) and seals its CRC.
+/// The header's `length` field of a batch of `total` bytes (the bytes after the field).
+pub(crate) fn length_field(total: usize) -> Result<i32> {
+    i32::try_from(total - LENGTH_PREFIX).map_err(|_| Error::TooLarge {
+        what: "batch size in bytes",
+        value: total,
+        max: i32::MAX as usize + LENGTH_PREFIX,
+    })
+}
+
 pub(crate) fn seal(
     out: &mut [u8],
     start: usize,
@@ -164,12 +173,7 @@ pub(crate) fn seal(
     meta: BatchMeta,
     append_only: bool,
 ) -> Result<()> {
-    let total = out.len() - start;
-    let length = i32::try_from(total - LENGTH_PREFIX).map_err(|_| Error::TooLarge {
-        what: "batch size in bytes",
-        value: total,
-        max: i32::MAX as usize + LENGTH_PREFIX,
-    })?;
+    let length = length_field(out.len() - start)?;
     let header = Header {
         base_offset: 0,
         length,

@@ -20,7 +20,7 @@ mod copy;
 use arrow_schema::{Schema, SchemaRef};
 
 use crate::error::{Error, Result};
-use crate::header::{HEADER_LEN, Header, LENGTH_PREFIX, put, seal_crc};
+use crate::header::{HEADER_LEN, Header, put, seal_crc};
 use crate::ipc;
 use crate::view::{BatchBuf, BatchView, batches};
 
@@ -177,12 +177,7 @@ impl Projection {
                 self.copy.write(body, out, start)?;
             }
         }
-        let total = out.len() - start;
-        let length = i32::try_from(total - LENGTH_PREFIX).map_err(|_| Error::TooLarge {
-            what: "batch size in bytes",
-            value: total,
-            max: i32::MAX as usize + LENGTH_PREFIX,
-        })?;
+        let length = crate::encode::length_field(out.len() - start)?;
         // Every other field is the source's, checked by `check_header`: base_offset, commit_timestamp
         // and leader_epoch (outside the CRC), the writer's fields, attributes and counts.
         let header = Header {

@@ -231,55 +231,13 @@ impl Inner {
                 .get(REVISION)
                 .map_err(storage("txn"))?
                 .map_or(0, |g| g.value());
-            'txns: for txn in txns {
-                for compare in &txn.compares {
-                    let version = match kv.get(compare.key.as_str()).map_err(storage("txn"))? {
-                        Some(raw) => decode_entry(&compare.key, raw.value())?.version,
-                        None => 0,
-                    };
-                    if version != compare.version {
-                        applied.push(Applied::Done(Ok(TxnOutcome {
-                            succeeded: false,
-                            revision: current,
-                        })));
-                        continue 'txns;
-                    }
+            for txn in txns {
+                let one = apply_txn(&mut kv, current, txn)?;
+                if let Applied::Wrote { revision, .. } = &one {
+                    current = *revision;
+                    wrote = true;
                 }
-                if puts_with_lease(&txn) {
-                    applied.push(Applied::Done(Err(leases_unsupported(BACKEND))));
-                    continue;
-                }
-                let revision = current + 1;
-                let mut events = Vec::with_capacity(txn.on_success.len());
-                for op in txn.on_success {
-                    match op {
-                        Op::Put { key, value, .. } => {
-                            kv.insert(key.as_str(), encode_entry(revision, &value).as_slice())
-                                .map_err(storage("txn"))?;
-                            events.push(WatchEvent::Put(KeyValue {
-                                key,
-                                value,
-                                version: revision,
-                            }));
-                        }
-                        Op::Delete { key } => {
-                            if kv.remove(key.as_str()).map_err(storage("txn"))?.is_some() {
-                                events.push(WatchEvent::Delete { key, revision });
-                            }
-                        }
-                    }
-                }
-                if events.is_empty() {
-                    // Nothing changed: the revision stays, as for a transaction alone.
-                    applied.push(Applied::Done(Ok(TxnOutcome {
-                        succeeded: true,
-                        revision: current,
-                    })));
-                    continue;
-                }
-                current = revision;
-                wrote = true;
-                applied.push(Applied::Wrote { revision, events });
+                applied.push(one);
             }
             if wrote {
                 meta.insert(REVISION, current).map_err(storage("txn"))?;
@@ -296,67 +254,87 @@ impl Inner {
     /// One transaction in a redb transaction of its own. The caller holds the write lock.
     fn apply(&self, txn: Txn) -> Result<TxnOutcome> {
         let wtx = self.db.begin_write().map_err(storage("txn"))?;
-        let mut events = Vec::with_capacity(txn.on_success.len());
-        let revision;
-        {
+        let applied = {
             let mut kv = wtx.open_table(KV).map_err(storage("txn"))?;
             let mut meta = wtx.open_table(META).map_err(storage("txn"))?;
             let current = meta
                 .get(REVISION)
                 .map_err(storage("txn"))?
                 .map_or(0, |g| g.value());
-            for compare in &txn.compares {
-                let version = match kv.get(compare.key.as_str()).map_err(storage("txn"))? {
-                    Some(raw) => decode_entry(&compare.key, raw.value())?.version,
-                    None => 0,
-                };
-                if version != compare.version {
-                    return Ok(TxnOutcome {
-                        succeeded: false,
-                        revision: current,
-                    });
-                }
+            let applied = apply_txn(&mut kv, current, txn)?;
+            if let Applied::Wrote { revision, .. } = &applied {
+                meta.insert(REVISION, *revision).map_err(storage("txn"))?;
             }
-            if puts_with_lease(&txn) {
-                return Err(leases_unsupported(BACKEND));
-            }
-            revision = current + 1;
-            for op in txn.on_success {
-                match op {
-                    Op::Put { key, value, .. } => {
-                        kv.insert(key.as_str(), encode_entry(revision, &value).as_slice())
-                            .map_err(storage("txn"))?;
-                        events.push(WatchEvent::Put(KeyValue {
-                            key,
-                            value,
-                            version: revision,
-                        }));
-                    }
-                    Op::Delete { key } => {
-                        if kv.remove(key.as_str()).map_err(storage("txn"))?.is_some() {
-                            events.push(WatchEvent::Delete { key, revision });
-                        }
-                    }
-                }
-            }
-            if events.is_empty() {
-                // Nothing changed (empty txn or deletes of absent keys): keep the revision.
-                drop((kv, meta));
+            applied
+        };
+        match applied {
+            Applied::Done(done) => {
                 wtx.abort().map_err(storage("txn"))?;
-                return Ok(TxnOutcome {
-                    succeeded: true,
-                    revision: current,
-                });
+                done
             }
-            meta.insert(REVISION, revision).map_err(storage("txn"))?;
+            Applied::Wrote { revision, events } => {
+                wtx.commit().map_err(storage("commit"))?;
+                self.hub.publish(events);
+                Ok(TxnOutcome {
+                    succeeded: true,
+                    revision,
+                })
+            }
         }
-        wtx.commit().map_err(storage("commit"))?;
-        self.hub.publish(events);
-        Ok(TxnOutcome {
-            succeeded: true,
-            revision,
-        })
     }
+}
+
+/// Applies `txn` to `kv` inside an open write transaction whose revision is `current`: its
+/// compares, then its operations at `current + 1`. A storage error leaves the write transaction
+/// to be aborted.
+fn apply_txn(
+    kv: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    current: u64,
+    txn: Txn,
+) -> Result<Applied> {
+    for compare in &txn.compares {
+        let version = match kv.get(compare.key.as_str()).map_err(storage("txn"))? {
+            Some(raw) => decode_entry(&compare.key, raw.value())?.version,
+            None => 0,
+        };
+        if version != compare.version {
+            return Ok(Applied::Done(Ok(TxnOutcome {
+                succeeded: false,
+                revision: current,
+            })));
+        }
+    }
+    if puts_with_lease(&txn) {
+        return Ok(Applied::Done(Err(leases_unsupported(BACKEND))));
+    }
+    let revision = current + 1;
+    let mut events = Vec::with_capacity(txn.on_success.len());
+    for op in txn.on_success {
+        match op {
+            Op::Put { key, value, .. } => {
+                kv.insert(key.as_str(), encode_entry(revision, &value).as_slice())
+                    .map_err(storage("txn"))?;
+                events.push(WatchEvent::Put(KeyValue {
+                    key,
+                    value,
+                    version: revision,
+                }));
+            }
+            Op::Delete { key } => {
+                if kv.remove(key.as_str()).map_err(storage("txn"))?.is_some() {
+                    events.push(WatchEvent::Delete { key, revision });
+                }
+            }
+        }
+    }
+    if events.is_empty() {
+        // Nothing changed (empty txn or deletes of absent keys): keep the revision.
+        return Ok(Applied::Done(Ok(TxnOutcome {
+            succeeded: true,
+            revision: current,
+        })));
+    }
+    Ok(Applied::Wrote { revision, events })
 }
 
 #[async_trait]
