@@ -10,6 +10,10 @@ use mink_metadata::{MemoryKv, Metadata, MetadataOptions};
 use mink_s3stream::storage::{FaultyStorage, ObjectStoreBackend};
 use mink_s3stream::{AppendStage, Engine, ObjectStorage, StageObserver, WalSettings};
 
+#[expect(
+    dead_code,
+    reason = "this test takes only the settings and the wait of the shared helpers"
+)]
 mod common;
 
 use common::{WAIT, manual};
