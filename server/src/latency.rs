@@ -57,6 +57,10 @@ pub struct Latencies {
     pub append_stages: Family<StageLabel, Histogram, fn() -> Histogram>,
     /// `append_stages`' histograms in the order of [`AppendStage::ALL`], looked up once.
     stage_histograms: Vec<Histogram>,
+    /// Each WAL group's upload (encoding its object and its PUT, from the moment a PUT slot took
+    /// it), once per group: beside the PUT requests' own histogram it tells the upload task's
+    /// waits from the store's time.
+    pub wal_uploads: Histogram,
     /// A read of stored batches.
     pub read: Histogram,
     /// From a batch's commit timestamp to its delivery to a reader parked at the tail.
@@ -83,6 +87,7 @@ impl Default for Latencies {
             append: seconds(),
             append_stages,
             stage_histograms,
+            wal_uploads: stage_seconds(),
             read: seconds(),
             tail_delivery: seconds(),
             object_requests: Family::new_with_constructor(seconds),
@@ -104,6 +109,12 @@ impl Latencies {
             "The time appends spend in each stage of the engine: admission (waiting for room under max_uncompacted_bytes), wal_queue (waiting for a PUT slot), put, ordering (waiting for earlier WAL objects), wake (the acknowledged append's task resuming)",
             Unit::Seconds,
             self.append_stages.clone(),
+        );
+        registry.register_with_unit(
+            "wal_upload_duration",
+            "Each WAL group's upload, once per group: encoding its object and its PUT (retries included), from the moment a PUT slot took it",
+            Unit::Seconds,
+            self.wal_uploads.clone(),
         );
         registry.register_with_unit(
             "read_duration",
@@ -143,6 +154,10 @@ impl StageObserver for Latencies {
             return;
         };
         let seconds = elapsed.as_secs_f64();
+        if stage == AppendStage::Put {
+            // The WAL reports a group's upload once, for all its appends.
+            self.wal_uploads.observe(seconds);
+        }
         for _ in 0..count {
             histogram.observe(seconds);
         }

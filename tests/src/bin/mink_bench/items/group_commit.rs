@@ -165,6 +165,7 @@ impl Bench {
                     "mink_object_request_duration_seconds",
                     &[("op", "put"), ("kind", "wal")],
                 ),
+                node_upload: delta(&before, &after, "mink_wal_upload_duration_seconds", &[]),
                 stages: mink_s3stream::AppendStage::ALL
                     .iter()
                     .map(|s| (s.name(), stage(s.name())))
@@ -237,6 +238,8 @@ struct Case {
     node_total: HistogramDelta,
     /// The node's WAL PUTs (`mink_object_request_duration_seconds{op="put",kind="wal"}`).
     node_put: HistogramDelta,
+    /// Each WAL group's upload, once per group (`mink_wal_upload_duration_seconds`).
+    node_upload: HistogramDelta,
     stages: Vec<(&'static str, HistogramDelta)>,
     node_cpu: Option<f64>,
     driver_cpu: Option<f64>,
@@ -313,7 +316,8 @@ impl Bench {
              interpolated inside buckets that step by 1.41x). The stages add up to the engine's part \
              of an append; `node total` is the core taking the request to its acknowledgement \
              (parsing and checking the batches included), `client` the writer's whole request; \
-             `WAL PUT` is the node's PUT requests as the store answered them.\n\n\
+             `WAL PUT` is the node's PUT requests as the store answered them, and `WAL group upload` \
+             each group's put stage counted once (the stage above counts it once per append).\n\n\
              | buckets | stage | mean ms | p50 ms | p99 ms | share of the node's mean |\n\
              |---|---|---|---|---|---|\n"
         );
@@ -334,6 +338,7 @@ impl Bench {
                 row(name, h);
             }
             row("node total", &case.node_total);
+            row("WAL group upload (per group)", &case.node_upload);
             row("WAL PUT", &case.node_put);
             let _ = writeln!(
                 self.report.md,
