@@ -77,7 +77,8 @@ pub(crate) async fn compact_round(engine: &EngineShared, max_bytes: u64) -> Resu
         plan = plan_round(&written, &streams, u64::MAX)?;
     }
     if plan.ends.is_empty() && point <= state.retired_below {
-        return Ok(more);
+        // Nothing to commit: no reason to come back at once.
+        return Ok(false);
     }
     let context = engine.commit_context();
     let mut objects = Vec::new();
