@@ -51,8 +51,8 @@ impl AppendStage {
     }
 }
 
-/// Receives the time each append spent in each stage. Called on the append path, some of it
-/// under the WAL's lock: it must be quick and must not call back into the engine.
+/// Receives the time each append spent in each stage. Called on the append path (never under
+/// the WAL's lock): it must be quick and must not call back into the engine.
 pub trait StageObserver: Send + Sync + std::fmt::Debug + 'static {
     /// `count` appends each spent `elapsed` in `stage`. The WAL reports [`AppendStage::Put`] and
     /// [`AppendStage::Ordering`] once per group, with the group's appends as `count`.

@@ -452,14 +452,16 @@ impl WalWriter {
             state.awaiting.push_back((id, group.acks));
             // The PUT's time starts here, so that the stages of an append add up.
             let started = Instant::now();
-            if let Some(stages) = &self.inner.stages {
-                for submitted in &group.submitted {
-                    stages.observe(AppendStage::WalQueue, started - *submitted, 1);
-                }
-            }
             let writer = self.clone();
             let records = group.records;
+            let submitted = group.submitted;
             tokio::spawn(async move {
+                // Observed here, not under the state lock.
+                if let Some(stages) = &writer.inner.stages {
+                    for submitted in submitted {
+                        stages.observe(AppendStage::WalQueue, started - submitted, 1);
+                    }
+                }
                 let outcome = writer.upload(id, records).await;
                 let times = PutTimes {
                     started,
@@ -573,18 +575,30 @@ impl WalWriter {
     }
 
     fn finish(&self, id: u64, outcome: Result<WrittenObject, WalError>, times: PutTimes) {
-        let mut state = self.lock();
-        state.inflight -= 1;
-        state.done.insert(id, (outcome, times));
-        self.release(&mut state);
-        self.dispatch(&mut state);
-        if state.inflight == 0 {
-            self.inner.idle.notify_waiters();
+        let released = {
+            let mut state = self.lock();
+            state.inflight -= 1;
+            state.done.insert(id, (outcome, times));
+            let released = self.release(&mut state);
+            self.dispatch(&mut state);
+            if state.inflight == 0 {
+                self.inner.idle.notify_waiters();
+            }
+            released
+        };
+        // A group's stages are observed once per append: outside the state lock.
+        if let Some(stages) = &self.inner.stages {
+            for (times, released_at, count) in released {
+                stages.observe(AppendStage::Put, times.ended - times.started, count);
+                stages.observe(AppendStage::Ordering, released_at - times.ended, count);
+            }
         }
     }
 
-    /// Calls acknowledgements from the head of the queue, in order.
-    fn release(&self, state: &mut State) {
+    /// Calls acknowledgements from the head of the queue, in order. Returns each released
+    /// group's PUT times, when it was released and how many appends it held.
+    fn release(&self, state: &mut State) -> Vec<(PutTimes, Instant, usize)> {
+        let mut released = Vec::new();
         while let Some(&(id, _)) = state.awaiting.front() {
             let Some((outcome, times)) = state.done.remove(&id) else {
                 break;
@@ -594,11 +608,8 @@ impl WalWriter {
                 .pop_front()
                 .map(|(_, a)| a)
                 .unwrap_or_default();
-            if let Some(stages) = &self.inner.stages
-                && !acks.is_empty()
-            {
-                stages.observe(AppendStage::Put, times.ended - times.started, acks.len());
-                stages.observe(AppendStage::Ordering, times.ended.elapsed(), acks.len());
+            if self.inner.stages.is_some() && !acks.is_empty() {
+                released.push((times, Instant::now(), acks.len()));
             }
             let outcome = match (&state.failed, outcome) {
                 (Some(cause), _) => Err(WalError::Failed {
@@ -627,6 +638,7 @@ impl WalWriter {
                 }
             }
         }
+        released
     }
 
     /// Fails the writer: everything not yet uploaded fails now, everything in flight fails when
