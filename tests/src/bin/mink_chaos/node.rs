@@ -147,6 +147,11 @@ impl NodeProcess {
         }
     }
 
+    /// The node's working directory.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self.process.dir()
+    }
+
     /// Runs `mink admin {command}` on the node's stores (with its configuration, no faults) and
     /// returns what it printed as JSON; an exit status other than 0 is an error.
     pub(crate) fn admin(&self, command: &[&str]) -> Result<serde_json::Value, Error> {

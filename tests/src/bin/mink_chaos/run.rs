@@ -363,6 +363,8 @@ async fn request_snapshot(ctx: &Ctx) -> Result<(), Error> {
 /// objects (deleting what holds nothing placed); anything the rebuild could not place is a
 /// violation.
 fn lose_and_rebuild(node: &mut NodeProcess, ctx: &Ctx) -> Result<(), Error> {
+    // The log starts at the loss, to check that the rebuild moves none past them.
+    let starts = log_starts_at_loss(node)?;
     node.lose_metadata()?;
     ctx.metadata_lost.store(true, Ordering::SeqCst);
     let restored = node.admin(&["restore"])?;
@@ -370,8 +372,9 @@ fn lose_and_rebuild(node: &mut NodeProcess, ctx: &Ctx) -> Result<(), Error> {
     let rebuilt = node.admin(&["rebuild", "--delete-unplaced"])?;
     eprintln!(
         "mink_chaos: metadata lost; restored {} keys from {}; rebuild read {} objects, placed {} \
-         ({} ranges), recovered {} offsets in {} streams, removed {} records of gone objects, \
-         deleted {} of {} objects holding nothing placed, in {:.2}s",
+         ({} ranges), recovered {} offsets in {} streams, moved {} log starts past offsets no \
+         object holds, removed {} records of gone objects, deleted {} of {} objects holding \
+         nothing placed, in {:.2}s",
         restored["keys"],
         restored["from"],
         rebuilt["objects_read"],
@@ -379,11 +382,26 @@ fn lose_and_rebuild(node: &mut NodeProcess, ctx: &Ctx) -> Result<(), Error> {
         rebuilt["ranges_placed"],
         rebuilt["offsets_recovered"],
         rebuilt["streams_moved"],
+        rebuilt["starts_moved"].as_array().map_or(0, Vec::len),
         rebuilt["records_gone"],
         rebuilt["objects_deleted"],
         rebuilt["objects_unplaced"],
         rebuilt["seconds"].as_f64().unwrap_or(0.0),
     );
+    // A log start moved past offsets no object holds is fine only where retention had trimmed
+    // them before the loss: else acknowledged rows were dropped.
+    for moved in rebuilt["starts_moved"].as_array().into_iter().flatten() {
+        let (stream, to) = (moved[0].as_u64(), moved[2].as_u64());
+        if let (Some(stream), Some(to)) = (stream, to)
+            && let Some(start) = starts.get(&stream)
+            && to > *start
+        {
+            ctx.journal.violation(format!(
+                "the rebuild moved stream {stream}'s log start to {to}, past {start}, where it \
+                 was at the loss"
+            ));
+        }
+    }
     if rebuilt["complete"] != serde_json::Value::Bool(true) {
         ctx.journal.violation(format!(
             "the rebuild could not place everything: unknown streams {}, holes {}, corrupt {}",
@@ -391,6 +409,25 @@ fn lose_and_rebuild(node: &mut NodeProcess, ctx: &Ctx) -> Result<(), Error> {
         ));
     }
     Ok(())
+}
+
+/// Each stream's log start in the stopped node's metadata, from a backup to a file.
+fn log_starts_at_loss(node: &NodeProcess) -> Result<HashMap<u64, u64>, Error> {
+    let path = node.dir().join("before-loss.snap");
+    let file = path.display().to_string();
+    node.admin(&["backup", "--file", &file])?;
+    let raw = std::fs::read(&path).map_err(|e| format!("read {file}: {e}"))?;
+    let snapshot = mink_metadata::snapshot::MetaSnapshot::decode(&file, &raw)
+        .map_err(|e| format!("decode {file}: {e}"))?;
+    let mut starts = HashMap::new();
+    for (key, value) in &snapshot.entries {
+        if key.starts_with(mink_metadata::keys::STREAMS) {
+            let stream: mink_metadata::StreamRecord = mink_metadata::value::decode(key, value)
+                .map_err(|e| format!("decode {key}: {e}"))?;
+            starts.insert(stream.id, stream.start_offset);
+        }
+    }
+    Ok(starts)
 }
 
 /// One event of a cluster run, on a random node once every node serves and the writers made
