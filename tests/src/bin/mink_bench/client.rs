@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use crate::Error;
 
+#[derive(Clone)]
 pub(crate) struct Client {
     pub(crate) http: reqwest::Client,
     pub(crate) url: String,
@@ -126,6 +127,21 @@ impl Client {
             .or_else(|| m.get(&format!("mink_{name}")))
             .copied()
             .ok_or(format!("/metrics has no {name}"))
+    }
+
+    /// Waits until the gauge `name` (as [`Client::metric`] names it) is at least `value`.
+    pub(crate) async fn wait_metric(&self, name: &str, value: f64) -> Result<(), Error> {
+        let started = Instant::now();
+        loop {
+            let now = self.metric(name).await?;
+            if now >= value {
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                return Err(format!("{name} is {now}, not {value}, after 20 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     pub(crate) async fn high_watermark(&self, table: &str, bucket: u32) -> Result<u64, Error> {

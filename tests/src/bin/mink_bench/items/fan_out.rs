@@ -1,0 +1,210 @@
+//! Item 13: fan-out. One 1 KiB row appended to a bucket that 1, 100 and 1,000 readers follow,
+//! parked at its tail, by SSE and by long-poll: the time from the append's acknowledgement to
+//! the last reader holding the row (goal: within 10 ms with 1,000 readers).
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::node::cpu_seconds;
+use crate::report::{pct, signed_ms, verdict};
+use crate::rows::{kv_fields, ndjson_row};
+
+use super::Bench;
+use crate::Error;
+
+/// The readers of each case.
+const READERS: [usize; 3] = [1, 100, 1000];
+
+/// One case's figures: per round, the acknowledgement to the median and to the last reader.
+struct Case {
+    median: Vec<f64>,
+    last: Vec<f64>,
+    /// Node and driver CPU seconds over the case.
+    cpu: (f64, f64),
+}
+
+impl Bench {
+    /// Item 13: one append -> 1 / 100 / 1,000 parked SSE and long-poll readers.
+    pub(crate) async fn fan_out(&mut self) -> Result<(), Error> {
+        let rounds = if self.options.quick { 10 } else { 30 };
+        self.client.create_table("fanout", kv_fields(), 1).await?;
+        let mut next = 0u64;
+        let mut rows = String::new();
+        // Long-polls first: an SSE stream whose client went away counts as parked until the
+        // node next writes to it, and long-poll rounds wait for the parked count.
+        let mut cases = Vec::new();
+        for readers in READERS {
+            let case = self.fan_out_long_poll(readers, rounds, &mut next).await?;
+            cases.push(("long-poll", readers, case));
+        }
+        for readers in READERS {
+            let case = self.fan_out_sse(readers, rounds, &mut next).await?;
+            cases.push(("SSE", readers, case));
+        }
+        for (name, readers, mut case) in cases {
+            {
+                let (median, last) = (pct(&mut case.median), pct(&mut case.last));
+                self.report
+                    .latency(&format!("13. {name}, {readers} readers, last"), &last);
+                let per_reader = |cpu: f64| cpu / (readers * rounds) as f64 * 1e6;
+                let _ = writeln!(
+                    rows,
+                    "| {name} | {readers} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {} |",
+                    median.p50,
+                    last.p50,
+                    last.p99,
+                    per_reader(case.cpu.0),
+                    per_reader(case.cpu.1),
+                    if readers == 1000 {
+                        verdict(last.p50 <= 10.0).to_owned()
+                    } else {
+                        String::new()
+                    },
+                );
+            }
+        }
+        let _ = write!(
+            self.report.md,
+            "### 13. Fan-out: the writer's acknowledgement -> readers parked on one bucket ({rounds} appends of a 1 KiB row per case)\n\n\
+             | reader | readers | median reader p50 ms | last reader p50 ms | last reader p99 ms | node CPU µs per delivery | driver CPU µs per delivery | goal: last <= 10 ms at 1,000 |\n\
+             |---|---|---|---|---|---|---|---|\n{rows}\n\
+             Measured on the client: per append, the time from the append's response to each reader \
+             holding the row (an SSE event, or a long-poll's whole response). Every reader is parked \
+             before each append (the node's `parked_reads` gauge says so for long-polls). The driver \
+             reads all the readers' connections on the same two cores as the node.\n\n",
+        );
+        Ok(())
+    }
+
+    /// `readers` SSE streams from `next`, then `rounds` appends, each waited for by every one.
+    async fn fan_out_sse(
+        &mut self,
+        readers: usize,
+        rounds: usize,
+        next: &mut u64,
+    ) -> Result<Case, Error> {
+        let c = &self.client;
+        let url = format!("{}?offset={next}&live=sse", c.records("fanout", 0));
+        let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Instant)>();
+        let mut tasks = Vec::with_capacity(readers);
+        for _ in 0..readers {
+            let response = c
+                .http
+                .get(&url)
+                .send()
+                .await
+                .map_err(|e| format!("SSE: {e}"))?;
+            let (tx, first) = (tx.clone(), *next);
+            tasks.push(tokio::spawn(async move {
+                let mut response = response;
+                let mut buffer = String::new();
+                for round in 0..rounds {
+                    let id = first + round as u64 + 1;
+                    let wants = [format!("id: {id}\n"), format!("id:{id}\n")];
+                    crate::client::read_until(&mut response, &mut buffer, &wants).await?;
+                    let _ = tx.send((round, Instant::now()));
+                    buffer.clear();
+                }
+                Ok::<_, Error>(())
+            }));
+        }
+        // Every stream has its headers and counts as parked; give the last ones time to find
+        // nothing past `next` and park on the tail.
+        tokio::time::sleep(Duration::from_millis(100 + readers as u64 / 5)).await;
+        let case = self.fan_out_rounds(readers, rounds, next, &mut rx, |_| async { Ok(()) });
+        let case = case.await;
+        for task in tasks {
+            task.abort();
+        }
+        case
+    }
+
+    /// `rounds` appends, each to `readers` long-polls parked before it.
+    async fn fan_out_long_poll(
+        &mut self,
+        readers: usize,
+        rounds: usize,
+        next: &mut u64,
+    ) -> Result<Case, Error> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Instant)>();
+        let records = self.client.records("fanout", 0);
+        let client = self.client.clone();
+        let start = *next;
+        let case = self.fan_out_rounds(readers, rounds, next, &mut rx, move |round| {
+            let (client, tx, records) = (client.clone(), tx.clone(), records.clone());
+            async move {
+                let offset = start + round as u64;
+                let url = format!("{records}?offset={offset}&live=long-poll&timeout_ms=20000");
+                for _ in 0..readers {
+                    let reader = client.long_poll(url.clone());
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        if let Ok(Ok(at)) = reader.await {
+                            let _ = tx.send((round, at));
+                        }
+                    });
+                }
+                client.wait_metric("parked_reads", readers as f64).await?;
+                // Counted from their admission: let the last ones find the tail and park.
+                tokio::time::sleep(Duration::from_millis(10 + readers as u64 / 20)).await;
+                Ok(())
+            }
+        });
+        case.await
+    }
+
+    /// The rounds of a case: `before(round)` readies the readers, then one append, then every
+    /// reader's receipt of it.
+    async fn fan_out_rounds<F, Fut>(
+        &self,
+        readers: usize,
+        rounds: usize,
+        next: &mut u64,
+        receipts: &mut mpsc::UnboundedReceiver<(usize, Instant)>,
+        before: F,
+    ) -> Result<Case, Error>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<(), Error>>,
+    {
+        let pid = self.node.pid().ok_or("the node is not running")?;
+        let cpu0 = (cpu_seconds(pid), cpu_seconds(std::process::id()));
+        let mut case = Case {
+            median: Vec::with_capacity(rounds),
+            last: Vec::with_capacity(rounds),
+            cpu: (0.0, 0.0),
+        };
+        for round in 0..rounds {
+            before(round).await?;
+            self.client
+                .append("fanout", 0, "application/x-ndjson", ndjson_row(*next))
+                .await?;
+            let acked = Instant::now();
+            *next += 1;
+            let mut times = Vec::with_capacity(readers);
+            while times.len() < readers {
+                let (r, at) = tokio::time::timeout(Duration::from_secs(20), receipts.recv())
+                    .await
+                    .map_err(|_| format!("fan-out: a reader had no row 20 s after append {round}"))?
+                    .ok_or("fan-out: the readers stopped")?;
+                if r != round {
+                    return Err(format!(
+                        "fan-out: a receipt of round {r} during round {round}"
+                    ));
+                }
+                times.push(signed_ms(acked, at));
+            }
+            times.sort_by(f64::total_cmp);
+            case.median.push(times[times.len() / 2]);
+            case.last.push(times[times.len() - 1]);
+            // The readers park again before the next append.
+            tokio::time::sleep(Duration::from_millis(20 + readers as u64 / 10)).await;
+        }
+        let cpu1 = (cpu_seconds(pid), cpu_seconds(std::process::id()));
+        let delta = |a: Option<f64>, b: Option<f64>| b.zip(a).map_or(0.0, |(b, a)| b - a);
+        case.cpu = (delta(cpu0.0, cpu1.0), delta(cpu0.1, cpu1.1));
+        Ok(case)
+    }
+}
