@@ -118,10 +118,9 @@ pub struct RebuildReport {
     /// Streams found in objects with neither a stream record nor a manifest: their data cannot
     /// be placed.
     pub unknown_streams: Vec<UnknownStream>,
-    /// Offsets held by objects that cannot be recorded, and what lies beyond them.
+    /// Offsets no object holds.
     pub holes: Vec<Hole>,
-    /// Streams whose log start moved up past offsets no object holds (trimmed after the
-    /// snapshot and collected, or lost): `(stream, from, to)`.
+    /// Streams whose log start moved up to the lowest offset found: `(stream, from, to)`.
     pub starts_moved: Vec<(u64, u64, u64)>,
     /// Objects that did not decode: key and why.
     pub corrupt: Vec<(String, String)>,

@@ -12,11 +12,8 @@
 //! - a WAL block of an epoch lower than one whose blocks start at or before it is a fenced
 //!   owner's leftover and never placed.
 //!
-//! Where no piece holds the chain's end at all, those offsets were trimmed after the snapshot
-//! and their objects collected (an object shared with other streams may keep older offsets), or
-//! lost: the chain starts again at the next piece, or at the stream's recorded end, and the log
-//! start moves there (reported, never silent). The chain stops where a piece holds its end but
-//! none can be placed there; what lies at or beyond it is reported as a [`Hole`].
+//! The chain stops where nothing admissible starts at its end; what lies at or beyond it is
+//! reported as a [`Hole`].
 
 use std::collections::BTreeMap;
 
@@ -50,8 +47,8 @@ impl FoundObject {
     }
 }
 
-/// Offsets of one stream that could not be placed: the objects that hold `from` cannot be
-/// recorded (see the module's rules). The stream is placed up to `from`.
+/// Offsets of one stream that could not be placed: no object holds `from`, or the objects
+/// that hold it cannot be recorded (see the module's rules). The stream is placed up to `from`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Hole {
     /// The stream.
@@ -71,9 +68,9 @@ pub(crate) struct Placement {
     pub(crate) streams: Vec<StreamRecord>,
     /// Blocks of streams with no record (created after the snapshot), per stream: blocks, bytes.
     pub(crate) unknown_streams: BTreeMap<u64, (u64, u64)>,
-    /// Offsets held by objects that cannot be recorded, and what lies beyond them.
+    /// Offsets that no object holds, between what was placed and what lies beyond.
     pub(crate) holes: Vec<Hole>,
-    /// Streams whose log start moved up, past offsets no object holds: `(stream, from, to)`.
+    /// Streams whose log start moved up to the lowest offset found: `(stream, from, to)`.
     pub(crate) starts_moved: Vec<(u64, u64, u64)>,
 }
 
@@ -213,9 +210,6 @@ fn place_stream(
     let mut moved = record.clone();
     moved.epoch = moved.epoch.max(max_epoch);
     if let Some(lowest) = lowest {
-        // This stream's runs, by object: first and last block.
-        let mut own: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
-        let mut start = lowest;
         let mut at = lowest;
         let mut previous: Option<usize> = None;
         loop {
@@ -235,52 +229,16 @@ fn place_stream(
                 .filter(|c| c.entry.start_offset == at && c.entry.end_offset <= limit)
                 .filter(|c| {
                     // An object's run for the stream continues only from the block just placed.
-                    own.get(&c.object)
+                    runs.get(&(c.object, id))
                         .is_none_or(|(_, last)| previous == Some(c.object) && *last + 1 == c.block)
                 })
                 .max_by_key(|c| c.rank(previous));
-            if let Some(best) = best {
-                own.entry(best.object)
-                    .and_modify(|(_, last)| *last = best.block)
-                    .or_insert((best.block, best.block));
-                previous = Some(best.object);
-                at = best.entry.end_offset;
-                continue;
-            }
-            // Nothing admissible starts here. When nothing holds `at` at all, its offsets were
-            // trimmed after the snapshot and their objects collected (a shared object keeps
-            // older offsets of the stream), or lost: the log start moves past them, to the next
-            // piece or to the recorded end, and what was placed below is dropped.
-            let held = found
-                .iter()
-                .map(|c| (c.entry.start_offset, c.entry.end_offset))
-                .chain(known.iter().copied())
-                .any(|(start, end)| start <= at && at < end);
-            if held {
-                break;
-            }
-            let next = found
-                .iter()
-                .map(|c| c.entry.start_offset)
-                .chain(known.iter().map(|(start, _)| *start))
-                .filter(|start| *start > at)
-                .min();
-            match next {
-                Some(next) => {
-                    own.clear();
-                    (start, at, previous) = (next, next, None);
-                }
-                None => {
-                    if record.end_offset > at {
-                        own.clear();
-                        (start, at) = (record.end_offset, record.end_offset);
-                    }
-                    break;
-                }
-            }
-        }
-        for (object, run) in own {
-            runs.insert((object, id), run);
+            let Some(best) = best else { break };
+            runs.entry((best.object, id))
+                .and_modify(|(_, last)| *last = best.block)
+                .or_insert((best.block, best.block));
+            previous = Some(best.object);
+            at = best.entry.end_offset;
         }
         // Whatever lies at or past the chain's end could not be placed.
         let rest = known
@@ -298,19 +256,19 @@ fn place_stream(
                 to: rest,
             });
         }
-        if start > record.start_offset {
+        if lowest > record.start_offset {
             placement
                 .starts_moved
-                .push((id, record.start_offset, start));
-            moved.start_offset = start;
+                .push((id, record.start_offset, lowest));
+            moved.start_offset = lowest;
         }
         moved.end_offset = moved.end_offset.max(at);
     } else if record.end_offset > record.start_offset {
-        // Nothing is left of the stream: trimmed and collected after the snapshot, or lost.
-        placement
-            .starts_moved
-            .push((id, record.start_offset, record.end_offset));
-        moved.start_offset = record.end_offset;
+        placement.holes.push(Hole {
+            stream_id: id,
+            from: record.start_offset,
+            to: record.end_offset,
+        });
     }
     moved.start_offset = moved.start_offset.min(moved.end_offset);
     if moved != *record {

@@ -172,71 +172,28 @@ fn a_committed_block_is_preferred_to_a_wal_block_at_the_same_offset() {
 }
 
 #[test]
-fn offsets_no_object_holds_move_the_log_start_past_them() {
-    // Stream 1: [10,20) is gone, [20,30) is found: the log restarts at 20. Stream 2: nothing is
-    // left of [10,40), the recorded end: the log is empty at 40.
+fn offsets_no_object_holds_are_reported_as_holes_and_nothing_beyond_is_placed() {
     let s = streams(&[stream(1, 0, 10, 1), stream(2, 0, 40, 1)]);
     let known = [known(5, &[(1, 0, 10), (2, 0, 10)])];
     let objects = [found("data/0000000000000002", &[(1, 20, 30, None)])];
     let p = place(&s, &known, &objects);
-    assert_eq!(placed(&p), vec![(0, 1, 20, 30, 0, 100)]);
-    assert!(p.holes.is_empty(), "{:?}", p.holes);
-    assert_eq!(p.starts_moved, vec![(1, 0, 20), (2, 0, 40)]);
+    assert!(placed(&p).is_empty());
     assert_eq!(
-        p.streams,
+        p.holes,
         vec![
-            StreamRecord {
-                start_offset: 20,
-                end_offset: 30,
-                ..stream(1, 0, 10, 1)
+            Hole {
+                stream_id: 1,
+                from: 10,
+                to: 30
             },
-            StreamRecord {
-                start_offset: 40,
-                ..stream(2, 0, 40, 1)
+            Hole {
+                stream_id: 2,
+                from: 10,
+                to: 40
             }
         ]
     );
-}
-
-#[test]
-fn a_shared_object_below_collected_offsets_is_not_placed_for_that_stream() {
-    // After the snapshot (stream 1 at [0,30)) retention trimmed stream 1 to 30 and collected its
-    // stream object [20,30); the stream-set object shared with stream 2 still holds [0,20).
-    let s = streams(&[stream(1, 0, 30, 1), stream(2, 0, 0, 1)]);
-    let objects = [
-        found(
-            "data/0000000000000003",
-            &[(1, 0, 20, None), (2, 0, 5, None)],
-        ),
-        found("data/0000000000000004", &[(1, 30, 35, None)]),
-    ];
-    let p = place(&s, &[], &objects);
-    assert_eq!(
-        placed(&p),
-        vec![(0, 2, 0, 5, 100, 100), (1, 1, 30, 35, 0, 100)]
-    );
-    assert!(p.holes.is_empty(), "{:?}", p.holes);
-    assert_eq!(p.starts_moved, vec![(1, 0, 30)]);
-    // Everything at once: nothing is left of stream 1 but its recorded end.
-    let p = place(&s, &[], &objects[..1]);
-    assert_eq!(placed(&p), vec![(0, 2, 0, 5, 100, 100)]);
-    assert_eq!(p.starts_moved, vec![(1, 0, 30)]);
-    assert_eq!(
-        (p.streams[0].start_offset, p.streams[0].end_offset),
-        (30, 30)
-    );
-}
-
-#[test]
-fn a_stream_with_nothing_left_is_empty_at_its_recorded_end() {
-    let s = streams(&[stream(1, 5, 20, 1)]);
-    let p = place(&s, &[], &[]);
-    assert_eq!(p.starts_moved, vec![(1, 5, 20)]);
-    assert_eq!(
-        (p.streams[0].start_offset, p.streams[0].end_offset),
-        (20, 20)
-    );
-    assert!(p.holes.is_empty());
+    assert!(p.streams.is_empty(), "ends never move back");
 }
 
 #[test]
