@@ -97,6 +97,45 @@ async fn an_idle_append_costs_exactly_one_put() {
 }
 
 #[tokio::test]
+async fn a_minimum_put_interval_holds_the_open_group_but_not_an_append_after_a_quiet_spell() {
+    let interval = Duration::from_millis(1500);
+    let counting = Arc::new(CountingStorage::new(memory()));
+    let wal = writer(
+        counting.clone(),
+        WalSettings {
+            min_put_interval: interval,
+            ..WalSettings::default()
+        },
+    );
+    // Nothing was written before: the first append goes at once, in its own PUT.
+    let first = std::time::Instant::now();
+    tokio::time::timeout(interval / 2, submit(&wal, record(1, 0, 100)))
+        .await
+        .expect("an append after a quiet spell is not held")
+        .unwrap()
+        .unwrap();
+    assert_eq!(counting.counts().puts, 1);
+    // The next ones, right after, wait out the interval together: one more PUT.
+    let rest: Vec<_> = (1..21)
+        .map(|offset| submit(&wal, record(1 + offset % 3, offset, 100)))
+        .collect();
+    for rx in rest {
+        outcome(rx).await.unwrap();
+    }
+    assert!(first.elapsed() >= interval, "{:?}", first.elapsed());
+    assert_eq!(counting.counts().puts, 2);
+    // A full group is not held back.
+    let big = WalSettings::default().max_object_bytes;
+    let full = submit(&wal, record(4, 0, big));
+    tokio::time::timeout(interval / 2, full)
+        .await
+        .expect("a full group is not held")
+        .unwrap()
+        .unwrap();
+    assert_eq!(counting.counts().puts, 3);
+}
+
+#[tokio::test]
 async fn appends_under_load_group_and_are_acknowledged_in_submission_order() {
     // Slow PUTs and two slots: appends pile up behind them and go out together.
     let slow = Arc::new(LatencyStorage::new(

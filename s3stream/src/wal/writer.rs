@@ -7,6 +7,12 @@
 //! that arrive while every PUT slot is busy form the next group by themselves. A group that
 //! reaches `max_object_bytes` is sealed early and queued until a slot frees.
 //!
+//! An operator may trade latency for request cost with `min_put_interval`: the open group is
+//! uploaded no sooner than that long after the last PUT started, gathering appends meanwhile, so
+//! under load at most one group that is not full goes out per interval. An append after a quiet
+//! spell (no PUT started within the interval) still goes at once in its own PUT, and a full group
+//! is never held back.
+//!
 //! Uploads may finish in any order; their outcomes wait in `done` until every earlier group has
 //! finished, and acknowledgements are called, under the state lock, from the head only. A PUT
 //! that fails is retried with exponential backoff; if it still fails, the writer becomes
@@ -86,6 +92,11 @@ pub struct WalSettings {
     /// How long a PUT keeps being retried before its appends fail. Default 30 s.
     #[serde(with = "mink_runtime::duration_ms")]
     pub retry_deadline: Duration,
+    /// The open group is uploaded no sooner than this long after the last PUT started (it
+    /// gathers appends meanwhile): fewer, larger PUTs under load, at the cost of latency. An
+    /// append after a quiet spell is not held, nor is a full group. Default 0: off.
+    #[serde(with = "mink_runtime::duration_ms")]
+    pub min_put_interval: Duration,
 }
 
 impl WalSettings {
@@ -104,6 +115,7 @@ impl Default for WalSettings {
             retry_initial_backoff: Duration::from_millis(20),
             retry_max_backoff: Duration::from_secs(1),
             retry_deadline: Duration::from_secs(30),
+            min_put_interval: Duration::ZERO,
         }
     }
 }
@@ -198,6 +210,10 @@ struct State {
     open: Group,
     sealed: VecDeque<Group>,
     inflight: usize,
+    /// When the last PUT started (for `min_put_interval`).
+    last_put: Option<Instant>,
+    /// A wake-up is set for when the open group may go (`min_put_interval`).
+    paced: bool,
     /// Reserved ids not yet used, in increasing order.
     ids: VecDeque<Range<u64>>,
     refilling: bool,
@@ -272,6 +288,8 @@ impl WalWriter {
                     open: Group::default(),
                     sealed: VecDeque::new(),
                     inflight: 0,
+                    last_put: None,
+                    paced: false,
                     next_id: first_ids.start,
                     ids: VecDeque::from([first_ids]),
                     refilling: false,
@@ -439,6 +457,12 @@ impl WalWriter {
             if state.sealed.is_empty() && state.open.records.is_empty() {
                 break;
             }
+            if state.sealed.is_empty()
+                && let Some(due) = self.paced_until(state)
+            {
+                self.wake_at(state, due);
+                break;
+            }
             let Some(id) = take_id(&mut state.ids) else {
                 self.refill(state);
                 break;
@@ -452,6 +476,7 @@ impl WalWriter {
             state.awaiting.push_back((id, group.acks));
             // The PUT's time starts here, so that the stages of an append add up.
             let started = Instant::now();
+            state.last_put = Some(started);
             let writer = self.clone();
             let records = group.records;
             let submitted = group.submitted;
@@ -474,6 +499,31 @@ impl WalWriter {
         if left < (self.inner.settings.max_inflight_puts as u64) * 4 {
             self.refill(state);
         }
+    }
+
+    /// When the open group may go, if `min_put_interval` holds it back now: while the last PUT
+    /// started less than that long ago.
+    fn paced_until(&self, state: &State) -> Option<Instant> {
+        let interval = self.inner.settings.min_put_interval;
+        if interval.is_zero() {
+            return None;
+        }
+        let due = state.last_put? + interval;
+        (Instant::now() < due).then_some(due)
+    }
+
+    /// Dispatches again at `due` (once: a wake-up already set does).
+    fn wake_at(&self, state: &mut State, due: Instant) {
+        if mem::replace(&mut state.paced, true) {
+            return;
+        }
+        let writer = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(due.into()).await;
+            let mut state = writer.lock();
+            state.paced = false;
+            writer.dispatch(&mut state);
+        });
     }
 
     /// Reserves the next block of ids in the background, retrying within the deadline.

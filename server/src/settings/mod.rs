@@ -232,6 +232,10 @@ impl Settings {
         self.ds.validate()?;
         self.retention.validate()?;
         self.metadata.validate()?;
+        // A longer hold would be a stall, not a trade of latency for request cost.
+        if self.engine.wal.min_put_interval > std::time::Duration::from_secs(10) {
+            return Err("engine.wal.min_put_interval must be at most 10000 ms".to_owned());
+        }
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
@@ -290,7 +294,7 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_naming_the_setting() {
         assert_eq!(Settings::default().validate(), Ok(()));
-        let cases: [(&str, &str); 8] = [
+        let cases: [(&str, &str); 9] = [
             ("node_id = \"\"", "node_id"),
             (
                 "[http.body]\nmax_ndjson_bytes = 0",
@@ -305,6 +309,10 @@ mod tests {
                 "limits.max_schema_versions",
             ),
             ("[auth]\ntoken = \"short\"", "auth.token"),
+            (
+                "[engine.wal]\nmin_put_interval = 60000",
+                "engine.wal.min_put_interval",
+            ),
         ];
         for (toml, setting) in cases {
             let error = Settings::from_toml(toml).unwrap().validate().unwrap_err();
