@@ -28,6 +28,9 @@
 //!     append latency, and append sent -> a parked long-poll reader and an SSE reader.
 //! 12. Many open tablets: the first append to each of 10,000 buckets (1,000 with `--quick`) from
 //!     64 clients, RSS per open tablet, and the graceful stop with all of them open (goal < 5 s).
+//! 14. Compression: tables of `compression` none, lz4 and zstd on item 5's rows and on a log-like
+//!     text column: bytes stored per byte of rows, append MB/s and CPU, cold and Arrow replay
+//!     rows/s, as ratios against none.
 //! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
 //!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
@@ -135,7 +138,7 @@ async fn run(options: Options) -> Result<(), Error> {
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
-    let steps: [(&str, u8); 10] = [
+    let steps: [(&str, u8); 11] = [
         ("idle append", 1),
         ("tail delivery", 3),
         ("replay", 4),
@@ -146,6 +149,7 @@ async fn run(options: Options) -> Result<(), Error> {
         ("kafka", 10),
         ("durable streams", 11),
         ("open tablets", 12),
+        ("compression", 14),
     ];
     let mut sections = std::collections::BTreeMap::new();
     let only = bench.options.only.clone();
@@ -170,6 +174,7 @@ async fn run(options: Options) -> Result<(), Error> {
             10 => bench.kafka().await?,
             11 => bench.durable_streams().await?,
             12 => bench.open_tablets().await?,
+            14 => bench.compression().await?,
             _ => bench.timestamp_lookup().await?,
         }
         sections.insert(step, std::mem::take(&mut bench.report.md));
