@@ -129,8 +129,8 @@ impl Bench {
     pub(crate) async fn compression(&mut self) -> Result<(), Error> {
         let quick = self.options.quick;
         let sets = [
-            wide(if quick { 20_000 } else { 100_000 }, 200),
-            log_lines(if quick { 100_000 } else { 500_000 }, 2000),
+            wide(if quick { 50_000 } else { 200_000 }, 200),
+            log_lines(if quick { 300_000 } else { 1_000_000 }, 2000),
         ];
         let _ = write!(
             self.report.md,
