@@ -7,14 +7,17 @@
 use arrow_array::RecordBatch;
 use arrow_ipc::MetadataVersion;
 use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+use arrow_schema::SchemaRef;
 
 use crate::change::ChangeType;
+use crate::compression::{self, Compression};
 use crate::error::{Error, Result};
 use crate::header::{
     ATTR_APPEND_ONLY, ATTR_RECORD_SEQUENCE, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC, NO_SEQUENCE,
     NO_WRITER_ID, put, seal_crc,
 };
 use crate::ipc;
+use crate::view::{BatchBuf, BatchView};
 
 /// The header fields a writer chooses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,7 +62,10 @@ impl BatchMeta {
 pub struct Encoder {
     generator: IpcDataGenerator,
     tracker: DictionaryTracker,
-    options: IpcWriteOptions,
+    /// The options of uncompressed messages.
+    plain: IpcWriteOptions,
+    /// The options of compressed messages, when the encoder compresses.
+    compressed: Option<(Compression, IpcWriteOptions)>,
     context: IpcWriteContext,
 }
 
@@ -82,9 +88,70 @@ impl Encoder {
         Encoder {
             generator: IpcDataGenerator::default(),
             tracker: DictionaryTracker::new(false),
-            options,
+            plain: options,
+            compressed: None,
             context: IpcWriteContext::default(),
         }
+    }
+
+    /// Compresses the Arrow bodies of the batches it encodes with `compression` (`None`: no
+    /// compression). A batch whose body would pass [`crate::MAX_UNCOMPRESSED_BODY`] once
+    /// decompressed is written uncompressed, so every batch written reads back.
+    ///
+    /// # Errors
+    /// [`Error::Encode`] for a zstd level outside 1 to 22.
+    pub fn with_compression(mut self, compression: Option<Compression>) -> Result<Self> {
+        self.compressed = match compression {
+            None => None,
+            Some(codec) => {
+                let level = match codec {
+                    Compression::Zstd { level } => Some(level),
+                    Compression::Lz4Frame => None,
+                };
+                let options = self
+                    .plain
+                    .clone()
+                    .try_with_compression(Some(codec.arrow_type()))
+                    .and_then(|o| o.try_with_compression_level(level))
+                    .map_err(|source| Error::Encode { source })?;
+                Some((codec, options))
+            }
+        };
+        Ok(self)
+    }
+
+    /// The codec batches are compressed with, if any.
+    pub fn compression(&self) -> Option<Compression> {
+        self.compressed.as_ref().map(|(codec, _)| *codec)
+    }
+
+    /// `batch` (rows of `schema`) encoded again with its Arrow body compressed by this encoder's
+    /// codec, its header fields (schema id, writer id and sequence, attributes) and change types
+    /// kept; the fields the tablet stamps are zero, as in every batch a writer makes. The batch
+    /// is decoded first, so it is validated in full (CRC included). `None` when there is
+    /// nothing to do: the encoder does not compress, the batch has no rows, or its body is
+    /// compressed already (kept as it is, whatever its codec).
+    pub fn compress_batch<B: BatchBuf>(
+        &mut self,
+        batch: &BatchView<B>,
+        schema: &SchemaRef,
+    ) -> Result<Option<Vec<u8>>> {
+        if self.compressed.is_none() || batch.record_count() <= 0 {
+            return Ok(None);
+        }
+        batch.check_header()?;
+        if batch.compression()?.is_some() {
+            return Ok(None);
+        }
+        let (rows, changes) = batch.decode(schema)?;
+        let header = batch.header();
+        let meta = BatchMeta {
+            schema_id: header.schema_id,
+            writer_id: header.writer_id,
+            batch_sequence: header.batch_sequence,
+            counts_records: batch.counts_records(),
+        };
+        self.encode(&rows, changes.as_deref(), meta).map(Some)
     }
 
     /// Encodes `rows` as one batch. `change_types` gives one change type per row, or `None` for an
@@ -145,10 +212,30 @@ impl Encoder {
             out.extend(ct.iter().map(|c| c.to_byte()));
         }
         if count > 0 {
-            let (_dictionaries, encoded) = self
-                .generator
-                .encode(rows, &mut self.tracker, &self.options, &mut self.context)
-                .map_err(|source| Error::Encode { source })?;
+            let Encoder {
+                generator,
+                tracker,
+                plain,
+                compressed,
+                context,
+            } = self;
+            let mut encode = |options: &IpcWriteOptions| {
+                generator
+                    .encode(rows, tracker, options, context)
+                    .map(|(_dictionaries, encoded)| encoded)
+                    .map_err(|source| Error::Encode { source })
+            };
+            let encoded = match compressed {
+                Some((_, options)) => {
+                    let message = encode(options)?;
+                    if compression::within_bound(&message.ipc_message, &message.arrow_data) {
+                        message
+                    } else {
+                        encode(plain)?
+                    }
+                }
+                None => encode(plain)?,
+            };
             ipc::write_message(out, start, &encoded.ipc_message, &encoded.arrow_data)?;
         }
         seal(out, start, record_count, meta, change_types.is_none())

@@ -193,6 +193,21 @@ pub enum Error {
         data_type: DataType,
     },
 
+    /// A compressed Arrow body declares more bytes once decompressed than one message may hold
+    /// ([`crate::MAX_UNCOMPRESSED_BODY`]); nothing was decompressed.
+    #[error(
+        "the compressed Arrow body at byte {position} declares at least {declared} bytes once \
+         decompressed, more than the {max} one batch may hold; send smaller batches"
+    )]
+    Decompression {
+        /// Byte position of the body.
+        position: usize,
+        /// Uncompressed bytes declared so far when the bound was passed.
+        declared: usize,
+        /// The bound.
+        max: usize,
+    },
+
     /// A projection must keep at least one column.
     #[error("empty projection: name at least one column")]
     EmptyProjection,
@@ -236,6 +251,7 @@ impl Error {
             Error::CrcMismatch { .. } => Some(field::CRC),
             Error::BadAttributes { .. } => Some(field::ATTRIBUTES),
             Error::BadChangeType { .. } => Some(field::CHANGE_TYPES),
+            Error::Decompression { .. } => Some(field::ARROW_BODY),
             _ => None,
         }
     }
@@ -251,6 +267,7 @@ impl Error {
             | Error::CountMismatch { position, .. }
             | Error::BadChangeType { position, .. }
             | Error::InvalidArrowMessage { position, .. }
+            | Error::Decompression { position, .. }
             | Error::Arrow { position, .. } => Some(*position),
             _ => None,
         }

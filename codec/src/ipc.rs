@@ -18,6 +18,7 @@ use arrow_ipc::MetadataVersion;
 use arrow_ipc::reader::RecordBatchDecoder;
 use arrow_schema::{DataType, Field, SchemaRef};
 
+use crate::compression;
 use crate::error::field;
 use crate::error::{Error, Result};
 
@@ -160,22 +161,25 @@ pub(crate) fn check_message<'a>(
             actual: rb.length(),
         });
     }
-    check_record_batch(&rb, declared, invalid)?;
+    let body = batch.get(layout.body_start..).unwrap_or_default();
+    check_record_batch(&rb, body, body_pos, invalid)?;
     Ok((version, rb))
 }
 
-/// Checks a flatbuffer record batch against the length of the body it declares: no compression,
-/// every buffer inside the body, every field node's length and null count in range, the variadic
-/// buffer counts within the buffer list. Arrow's decoder slices buffers straight from these numbers.
+/// Checks a flatbuffer record batch against its `body` (exactly the length the message declares,
+/// at `body_pos` for errors): every buffer inside the body, every field node's length and null
+/// count in range, the variadic buffer counts within the buffer list, and for a compressed body
+/// its codec and every buffer's uncompressed length ([`compression::check_buffers`]). Arrow's
+/// decoder slices buffers straight from these numbers. Returns the body's length once
+/// decompressed (its length when it is not compressed).
 pub(crate) fn check_record_batch(
     rb: &arrow_ipc::RecordBatch<'_>,
-    declared: i64,
+    body: &[u8],
+    body_pos: usize,
     invalid: impl Fn(String) -> Error,
-) -> Result<()> {
-    if rb.compression().is_some() {
-        return Err(invalid("compressed Arrow bodies are not supported".into()));
-    }
-
+) -> Result<usize> {
+    let declared = i64::try_from(body.len()).unwrap_or(i64::MAX);
+    let codec = compression::of_batch(rb, &invalid)?;
     let buffers = rb
         .buffers()
         .ok_or_else(|| invalid("the record batch has no buffer list".into()))?;
@@ -213,7 +217,10 @@ pub(crate) fn check_record_batch(
             }
         }
     }
-    Ok(())
+    match codec {
+        Some(_) => compression::check_buffers(rb, body, body_pos),
+        None => Ok(body.len()),
+    }
 }
 
 /// Decodes the rows of a checked message. `body` is the body as an Arrow buffer (zero-copy when it came
@@ -233,7 +240,7 @@ pub(crate) fn decode_rows(
         position: base + layout.body_start,
         source,
     };
-    check_buffer_widths(&rb, schema, base + layout.meta_start)?;
+    check_buffer_widths(&rb, body.as_slice(), schema, base + layout.meta_start)?;
     RecordBatchDecoder::try_new(body, rb, Arc::clone(schema), &dictionaries, &version)
         .map_err(arrow)?
         .with_projection(projection)
@@ -322,10 +329,11 @@ pub(crate) fn write_message_head(
 /// buffers as typed slices and panics on a ragged length instead of returning an error.
 pub(crate) fn check_buffer_widths(
     rb: &arrow_ipc::RecordBatch<'_>,
+    body: &[u8],
     schema: &SchemaRef,
     position: usize,
 ) -> Result<()> {
-    walk_columns(rb, schema, position, |_| {})
+    walk_columns(rb, body, schema, position, |_| {})
 }
 
 /// Where one top-level column lies in a message's lists, as index ranges: its field nodes (its own,
@@ -339,15 +347,19 @@ pub(crate) struct ColumnSpan {
 
 /// The checks of [`check_buffer_widths`], handing each top-level column's [`ColumnSpan`] to
 /// `column` in schema order. On success the spans cover the message's lists exactly, so every index
-/// in them is in range.
+/// in them is in range. `body` is the message's body, whose buffers' uncompressed lengths are
+/// the ones checked when it is compressed (checked by [`check_record_batch`] first).
 pub(crate) fn walk_columns(
     rb: &arrow_ipc::RecordBatch<'_>,
+    body: &[u8],
     schema: &SchemaRef,
     position: usize,
     mut column: impl FnMut(ColumnSpan),
 ) -> Result<()> {
     let mut walk = BufferWalk {
         rb,
+        body,
+        compressed: rb.compression().is_some(),
         next: 0,
         variadic: 0,
         nodes: 0,
@@ -382,6 +394,9 @@ pub(crate) fn walk_columns(
 
 struct BufferWalk<'r, 'a> {
     rb: &'r arrow_ipc::RecordBatch<'a>,
+    body: &'r [u8],
+    /// Whether the buffers are compressed: their widths are checked once decompressed.
+    compressed: bool,
     next: usize,
     variadic: usize,
     /// Field nodes taken so far: one per column and per nested child.
@@ -401,17 +416,29 @@ impl BufferWalk<'_, '_> {
     /// Takes the next buffer and checks its length is a multiple of `width`.
     fn take(&mut self, width: usize, data_type: &DataType) -> Result<()> {
         let index = self.next;
-        let length = self
+        let buffer = self
             .rb
             .buffers()
             .filter(|b| index < b.len())
-            .map(|b| b.get(index).length())
+            .map(|b| b.get(index))
             .ok_or_else(|| {
                 self.invalid(format!(
                     "too few buffers for the schema: column of type {data_type} needs buffer {index}"
                 ))
             })?;
         self.next += 1;
+        let length = if self.compressed {
+            let (Ok(offset), Ok(length)) = (
+                usize::try_from(buffer.offset()),
+                usize::try_from(buffer.length()),
+            ) else {
+                return Err(self.invalid(format!("buffer {index} has a negative range")));
+            };
+            let length = compression::uncompressed_len(self.body, 0, offset, length)?;
+            i64::try_from(length).unwrap_or(i64::MAX)
+        } else {
+            buffer.length()
+        };
         let ragged = u64::try_from(length)
             .ok()
             .zip(u64::try_from(width).ok())

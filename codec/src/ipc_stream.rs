@@ -23,22 +23,27 @@ use crate::ipc::{CONTINUATION, check_buffer_widths, check_record_batch};
 
 /// The record batches of the Arrow IPC stream `stream`, decoded against `schema` (which the caller
 /// has compared with the stream's own schema message), at most `max_rows` rows in all, counted
-/// from each message's metadata before its body is decoded. Dictionary batches are refused (the
-/// codec stores no dictionary columns), as are compressed bodies.
+/// from each message's metadata before its body is decoded, and at most `max_bytes` bytes of
+/// bodies once decompressed (each message at most [`crate::MAX_UNCOMPRESSED_BODY`]), counted from
+/// the buffers' declared lengths before anything is decompressed. Bodies may be compressed
+/// (LZ4_FRAME or ZSTD). Dictionary batches are refused (the codec stores no dictionary columns).
 ///
 /// # Errors
-/// [`Error::TooLarge`] past `max_rows`; [`Error::Truncated`], [`Error::BadLength`] or
+/// [`Error::TooLarge`] past `max_rows`; [`Error::Decompression`] past `max_bytes`;
+/// [`Error::Truncated`], [`Error::BadLength`] or
 /// [`Error::InvalidArrowMessage`] for a frame or message that does not hold together;
 /// [`Error::Arrow`] when Arrow's decoder refuses the checked message.
 pub fn decode_ipc_stream(
     stream: &[u8],
     schema: &SchemaRef,
     max_rows: usize,
+    max_bytes: usize,
 ) -> Result<Vec<RecordBatch>> {
     let mut batches = Vec::new();
     let mut rows = 0usize;
     let mut at = 0usize;
     let mut messages = 0usize;
+    let mut uncompressed = 0usize;
     let dictionaries: HashMap<i64, ArrayRef> = HashMap::new();
     while let Some(frame) = next_frame(stream, at)? {
         let position = frame.meta_start;
@@ -97,8 +102,16 @@ pub fn decode_ipc_stream(
                 max: max_rows,
             });
         }
-        check_record_batch(&rb, declared, invalid)?;
-        check_buffer_widths(&rb, schema, position)?;
+        uncompressed =
+            uncompressed.saturating_add(check_record_batch(&rb, body, frame.body_start, invalid)?);
+        if uncompressed > max_bytes {
+            return Err(Error::Decompression {
+                position: frame.body_start,
+                declared: uncompressed,
+                max: max_bytes,
+            });
+        }
+        check_buffer_widths(&rb, body, schema, position)?;
         let body = arrow_buffer::Buffer::from(body);
         let batch =
             RecordBatchDecoder::try_new(&body, rb, Arc::clone(schema), &dictionaries, &version)
@@ -249,11 +262,14 @@ mod tests {
         let batches = [rows(0, 5), rows(5, 3)];
         let bytes = stream(&schema(), &batches);
         assert_eq!(ipc_stream_schema(&bytes).unwrap(), *schema());
-        assert_eq!(decode_ipc_stream(&bytes, &schema(), 100).unwrap(), batches);
+        assert_eq!(
+            decode_ipc_stream(&bytes, &schema(), 100, usize::MAX).unwrap(),
+            batches
+        );
         // Without the end-of-stream marker, the end of the bytes ends it.
         let unterminated = bytes.get(..bytes.len() - 8).unwrap();
         assert_eq!(
-            decode_ipc_stream(unterminated, &schema(), 100).unwrap(),
+            decode_ipc_stream(unterminated, &schema(), 100, usize::MAX).unwrap(),
             batches
         );
     }
@@ -262,14 +278,19 @@ mod tests {
     fn rows_past_the_bound_are_refused_before_decoding() {
         let bytes = stream(&schema(), &[rows(0, 5), rows(5, 3)]);
         assert!(matches!(
-            decode_ipc_stream(&bytes, &schema(), 7),
+            decode_ipc_stream(&bytes, &schema(), 7, usize::MAX),
             Err(Error::TooLarge {
                 value: 8,
                 max: 7,
                 ..
             })
         ));
-        assert_eq!(decode_ipc_stream(&bytes, &schema(), 8).unwrap().len(), 2);
+        assert_eq!(
+            decode_ipc_stream(&bytes, &schema(), 8, usize::MAX)
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     /// The `id` column's values buffer is (offset 0, length 40) in the metadata: five i64s.
@@ -291,7 +312,7 @@ mod tests {
         let mut bytes = stream(&schema(), &[rows(0, 5)]);
         let at = values_buffer_at(&bytes);
         bytes[at..at + 8].copy_from_slice(&4096i64.to_le_bytes());
-        let error = decode_ipc_stream(&bytes, &schema(), 100).unwrap_err();
+        let error = decode_ipc_stream(&bytes, &schema(), 100, usize::MAX).unwrap_err();
         assert!(
             error.to_string().contains("outside"),
             "unexpected error: {error}"
@@ -302,7 +323,7 @@ mod tests {
     fn a_batch_with_more_columns_than_the_schema_is_refused() {
         let bytes = stream(&schema(), &[rows(0, 5)]);
         let ids = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
-        let error = decode_ipc_stream(&bytes, &ids, 100).unwrap_err();
+        let error = decode_ipc_stream(&bytes, &ids, 100, usize::MAX).unwrap_err();
         assert!(
             error.to_string().contains("field nodes"),
             "unexpected error: {error}"
@@ -315,7 +336,7 @@ mod tests {
         for cut in [0, 3, 7, 9, bytes.len() / 2, bytes.len() - 12] {
             let part = bytes.get(..cut).unwrap();
             assert!(
-                decode_ipc_stream(part, &schema(), 100).is_err(),
+                decode_ipc_stream(part, &schema(), 100, usize::MAX).is_err(),
                 "a stream cut at {cut} of {} decoded",
                 bytes.len()
             );
@@ -324,7 +345,7 @@ mod tests {
         assert!(ipc_stream_schema(b"garbage!garbage!").is_err());
         // A record batch where the schema belongs.
         let batch_only = bytes.get(values_buffer_at(&bytes)..).unwrap();
-        assert!(decode_ipc_stream(batch_only, &schema(), 100).is_err());
+        assert!(decode_ipc_stream(batch_only, &schema(), 100, usize::MAX).is_err());
     }
 
     #[test]
@@ -336,7 +357,7 @@ mod tests {
                 let mut changed = bytes.clone();
                 changed[at] ^= flip;
                 let _ = ipc_stream_schema(&changed);
-                match decode_ipc_stream(&changed, &schema(), 100) {
+                match decode_ipc_stream(&changed, &schema(), 100, usize::MAX) {
                     // A change in a value's bytes still decodes, to the same shape.
                     Ok(batches) => {
                         assert!(batches.iter().all(|b| b.schema() == schema()));

@@ -40,7 +40,16 @@
 //! Writer conventions, not checked by readers: the Arrow body starts at a multiple of 8 bytes from the
 //! batch start (the metadata is padded), so it decodes without copying when the batch is 8-aligned in a
 //! `bytes::Bytes` buffer; Arrow buffers are padded to 8 bytes. Dictionary, union and run-end-encoded
-//! columns and compressed bodies are not supported.
+//! columns are not supported.
+//!
+//! # Compressed bodies
+//!
+//! The Arrow message may use the IPC format's own body compression (`BodyCompression`, LZ4_FRAME
+//! or ZSTD, method BUFFER): each non-empty buffer is an 8-byte little-endian uncompressed length
+//! (-1: the bytes that follow are raw) and the compressed bytes. The CRC covers the bytes as
+//! stored. Readers check every length before decompressing and refuse a message that would pass
+//! [`MAX_UNCOMPRESSED_BODY`] once decompressed; [`Encoder::with_compression`] writes such
+//! messages, [`Projection`] copies compressed buffers as they are (docs/compression.md).
 
 #![cfg_attr(
     not(test),
@@ -53,6 +62,7 @@
 )]
 
 mod change;
+mod compression;
 mod encode;
 mod error;
 pub mod header;
@@ -63,6 +73,7 @@ mod projection;
 mod view;
 
 pub use change::ChangeType;
+pub use compression::{Compression, MAX_UNCOMPRESSED_BODY};
 pub use encode::{BatchMeta, Encoder, encode_batch};
 pub use error::{Error, Result};
 pub use header::{

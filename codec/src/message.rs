@@ -22,8 +22,9 @@ use crate::view::{BatchBuf, BatchView};
 /// Builds one append-only batch holding the record batch whose flatbuffer `Message` is
 /// `message` and whose body is `body`. A body longer than the message declares is cut to the
 /// declared length (senders may pad it); a shorter one is refused, as is a message that is not
-/// a verified V4/V5 `RecordBatch` with every buffer inside the body, a compressed one, or one
-/// with no rows.
+/// a verified V4/V5 `RecordBatch` with every buffer inside the body, or one with no rows. A
+/// compressed message (LZ4_FRAME or ZSTD) is kept as it is, its buffers' uncompressed lengths
+/// checked.
 pub fn batch_from_message(meta: BatchMeta, message: &[u8], body: &[u8]) -> Result<Vec<u8>> {
     let invalid = |reason: String| Error::InvalidArrowMessage {
         field: field::ARROW_METADATA,
@@ -61,7 +62,7 @@ pub fn batch_from_message(meta: BatchMeta, message: &[u8], body: &[u8]) -> Resul
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| invalid(format!("a record batch of {} rows", rb.length())))?;
-    ipc::check_record_batch(&rb, declared, invalid)?;
+    ipc::check_record_batch(&rb, body, 0, invalid)?;
     let mut out = Vec::with_capacity(HEADER_LEN + ipc::PREFIX_LEN + message.len() + 8 + body_len);
     out.resize(HEADER_LEN, 0);
     ipc::write_message(&mut out, 0, message, body)?;

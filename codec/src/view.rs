@@ -17,6 +17,7 @@ use arrow_schema::SchemaRef;
 use bytes::Bytes;
 
 use crate::change::ChangeType;
+use crate::compression::Compression;
 use crate::error::{Error, Result, field};
 use crate::header::{
     ATTR_APPEND_ONLY, ATTR_RECORD_SEQUENCE, CRC_START, HEADER_LEN, Header, LENGTH_PREFIX, MAGIC,
@@ -476,6 +477,19 @@ impl<B: BatchBuf> BatchView<B> {
             ipc::check_message(self.as_bytes(), self.position, &layout, self.record_count())?;
         }
         Ok(())
+    }
+
+    /// The codec of the batch's Arrow body: `None` when it is not compressed or the batch is
+    /// header-only. Checks the Arrow message as [`validate`](Self::validate) does, not the header.
+    pub fn compression(&self) -> Result<Option<Compression>> {
+        let Some(layout) = self.message()? else {
+            return Ok(None);
+        };
+        let (_, rb) =
+            ipc::check_message(self.as_bytes(), self.position, &layout, self.record_count())?;
+        Ok(rb
+            .compression()
+            .and_then(|c| Compression::of_arrow(c.codec())))
     }
 
     /// Validates the batch and decodes its rows with `schema` (the Arrow schema registered for

@@ -20,7 +20,9 @@ use arrow_buffer::{NullBuffer, i256};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use bytes::Bytes;
 use mink_codec::header::{CRC_START, pos};
-use mink_codec::{BatchMeta, BatchView, ChangeType, HEADER_LEN, Projection, encode_batch};
+use mink_codec::{
+    BatchMeta, BatchView, ChangeType, Compression, Encoder, HEADER_LEN, Projection, encode_batch,
+};
 use proptest::prelude::*;
 
 /// Every kind of column the codec accepts (dictionaries, unions and run-end encoding it refuses).
@@ -284,6 +286,19 @@ fn project_checked(buf: &[u8], schema: &SchemaRef, projection: &mut Projection) 
     true
 }
 
+/// The codecs a source may be encoded with: none, LZ4 frame, zstd.
+const CODECS: [Option<Compression>; 3] =
+    [None, Some(Compression::Lz4Frame), Some(Compression::ZSTD)];
+
+/// `rb` encoded as one batch with `codec` (an index into [`CODECS`]).
+fn encode(rb: &RecordBatch, ct: Option<&[ChangeType]>, meta: BatchMeta, codec: usize) -> Vec<u8> {
+    Encoder::new()
+        .with_compression(CODECS[codec])
+        .unwrap()
+        .encode(rb, ct, meta)
+        .unwrap()
+}
+
 fn arb_columns() -> impl Strategy<Value = Vec<(usize, bool)>> {
     prop::collection::vec((0..KINDS, any::<bool>()), 1..8)
 }
@@ -302,12 +317,13 @@ proptest! {
         seed in any::<u64>(),
         changes in any::<bool>(),
         (base, ts, epoch) in (any::<i64>(), any::<i64>(), any::<i32>()),
+        codec in 0..CODECS.len(),
     ) {
         let rb = make_batch(&columns, rows, skip, seed);
         let ct: Vec<ChangeType> = (0..rows).map(|i| ChangeType::ALL[(i + skip) % ChangeType::ALL.len()]).collect();
         let ct = changes.then_some(ct);
         let meta = BatchMeta::new(3).with_writer(42, 7);
-        let mut bytes = encode_batch(&rb, ct.as_deref(), meta).unwrap();
+        let mut bytes = encode(&rb, ct.as_deref(), meta, codec);
         mink_codec::write_append_fields(&mut bytes, base, ts, epoch).unwrap();
         let source = BatchView::new(Bytes::from(bytes)).unwrap();
 
@@ -318,6 +334,10 @@ proptest! {
         let (decoded, decoded_changes) = view.decode(projection.projected_schema()).unwrap();
         prop_assert_eq!(&decoded, &rb.project(&picks).unwrap());
         prop_assert_eq!(decoded_changes, ct);
+        // Compressed buffers are copied as they are: the projection keeps the source's codec.
+        let codec = CODECS[codec].map(|c| c.name());
+        prop_assert_eq!(source.compression().unwrap().map(|c| c.name()), codec.filter(|_| rows > 0));
+        prop_assert_eq!(view.compression().unwrap().map(|c| c.name()), codec.filter(|_| rows > 0));
         let (h, s) = (view.header(), source.header());
         prop_assert_eq!(
             (h.base_offset, h.commit_timestamp, h.leader_epoch, h.schema_id, h.attributes,
@@ -399,8 +419,9 @@ fn every_truncation_of_the_source_is_handled() {
     let rb = every_kind(6, 21);
     let schema = rb.schema();
     let ct = [ChangeType::Delete; 6];
-    for ct in [None, Some(&ct[..])] {
-        let good = encode_batch(&rb, ct, BatchMeta::new(1)).unwrap();
+    let cases = [(None, 0), (Some(&ct[..]), 0), (None, 1), (Some(&ct[..]), 2)];
+    for (ct, codec) in cases {
+        let good = encode(&rb, ct, BatchMeta::new(1), codec);
         let mut projection = Projection::new(schema.clone(), &[22, 14, 2, 0, 18, 21, 9]).unwrap();
         assert!(project_checked(&good, &schema, &mut projection));
         for len in 0..good.len() {
@@ -426,18 +447,21 @@ fn every_truncation_of_the_source_is_handled() {
 fn every_flipped_byte_of_the_source_is_handled() {
     let rb = every_kind(5, 33);
     let schema = rb.schema();
-    let good = encode_batch(&rb, None, BatchMeta::new(1)).unwrap();
-    let mut projection = Projection::new(schema.clone(), &[15, 22, 3, 17, 8, 20, 19, 2]).unwrap();
-    let mut projected = 0;
-    for at in 0..good.len() {
-        for mask in [0x01u8, 0x10, 0x80, 0xFF] {
-            let mut buf = good.clone();
-            buf[at] ^= mask;
-            reseal(&mut buf);
-            projected += usize::from(project_checked(&buf, &schema, &mut projection));
+    for codec in 0..CODECS.len() {
+        let good = encode(&rb, None, BatchMeta::new(1), codec);
+        let mut projection =
+            Projection::new(schema.clone(), &[15, 22, 3, 17, 8, 20, 19, 2]).unwrap();
+        let mut projected = 0;
+        for at in 0..good.len() {
+            for mask in [0x01u8, 0x10, 0x80, 0xFF] {
+                let mut buf = good.clone();
+                buf[at] ^= mask;
+                reseal(&mut buf);
+                projected += usize::from(project_checked(&buf, &schema, &mut projection));
+            }
         }
+        assert!(projected > 0, "flips in unread bytes leave the batch whole");
     }
-    assert!(projected > 0, "flips in unread bytes leave the batch whole");
 }
 
 /// A projection trusting the CRC skips only the CRC: a batch whose CRC is wrong projects (a

@@ -103,7 +103,7 @@ fn appended(schema: &SchemaRef, rows: &RecordBatch) {
     if rows.num_rows() > MAX_ROWS {
         return;
     }
-    let Ok(batch) = encode_rows(rows, BatchMeta::new(1)) else {
+    let Ok(batch) = encode_rows(rows, BatchMeta::new(1), None) else {
         return;
     };
     let decoded = decode_batch(&batch, schema)
@@ -111,6 +111,14 @@ fn appended(schema: &SchemaRef, rows: &RecordBatch) {
         .expect("an encoded batch holds rows");
     // Debug text, not ==: floats may be NaN.
     assert_eq!(format!("{decoded:?}"), format!("{rows:?}"));
+    // A table with compression stores the same rows compressed.
+    let zstd = Some(mink_codec::Compression::ZSTD);
+    if let Ok(compressed) = encode_rows(rows, BatchMeta::new(1), zstd) {
+        let back = decode_batch(&compressed, schema)
+            .expect("a compressed batch decodes")
+            .expect("a compressed batch holds rows");
+        assert_eq!(format!("{back:?}"), format!("{rows:?}"));
+    }
     let mut ndjson = Vec::new();
     let _ = rows_to_ndjson(&decoded, &mut ndjson);
     let _ = rows_to_json_array(&decoded);

@@ -39,7 +39,8 @@ pub use log::{
     MetadataOptions, RebuildChanges, RebuildWritten, WalCompacted,
 };
 pub use records::{
-    BucketAssignment, GroupOffset, NodeRecord, ObjectKind, ObjectRecord, ProducerName,
-    RecoveryClaim, RetentionPolicy, StreamConfig, StreamRange, StreamRecord, StreamState,
-    TableRecord, WalReservation, WriterSnapshot, is_life_of, member_id,
+    BucketAssignment, CompressionCodec, GroupOffset, NodeRecord, ObjectKind, ObjectRecord,
+    ProducerName, RecoveryClaim, RetentionPolicy, StreamConfig, StreamRange, StreamRecord,
+    StreamState, TableCompression, TableRecord, WalReservation, WriterSnapshot, is_life_of,
+    member_id,
 };

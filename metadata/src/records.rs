@@ -38,6 +38,32 @@ pub struct TableRecord {
     /// type and lifetime. `None` for every other table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<StreamConfig>,
+    /// How appends to the table are compressed on the way in (docs/compression.md); `None`
+    /// (and records written before the setting existed): not compressed, and the record's
+    /// bytes are what they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<TableCompression>,
+}
+
+/// The Arrow IPC body compression a table's appends are stored with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableCompression {
+    /// The codec.
+    pub codec: CompressionCodec,
+    /// The zstd level (1 to 22); `None`: the codec's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<i32>,
+}
+
+/// A codec of the Arrow IPC format's body compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompressionCodec {
+    /// LZ4 frame format.
+    Lz4,
+    /// Zstandard.
+    Zstd,
 }
 
 /// What a Durable Streams stream was created with (docs/durable-streams.md).
@@ -466,5 +492,47 @@ mod tests {
         assert!(text.contains(r#""retention":{"age_ms":60000}"#), "{text}");
         let back: TableRecord = from_json_body("k", text.as_bytes()).unwrap();
         assert_eq!(back, kept);
+    }
+
+    #[test]
+    fn a_table_record_without_compression_keeps_its_bytes_and_one_with_it_round_trips() {
+        let old = br#"{"name":"t","schemas":{"1":"s"},"bucket_count":2,"partitions":["default"],"incarnation":3}"#;
+        let record: TableRecord = from_json_body("mink/tables/t", old).unwrap();
+        assert_eq!(record.compression, None);
+        // No setting: the record written is the one read, byte for byte.
+        assert_eq!(
+            json_body(&record),
+            json_body(&from_json_body::<TableRecord>("k", old).unwrap())
+        );
+        assert!(
+            !String::from_utf8(json_body(&record))
+                .unwrap()
+                .contains("compression")
+        );
+        for (compression, expected) in [
+            (
+                TableCompression {
+                    codec: CompressionCodec::Zstd,
+                    level: Some(9),
+                },
+                r#""compression":{"codec":"zstd","level":9}"#,
+            ),
+            (
+                TableCompression {
+                    codec: CompressionCodec::Lz4,
+                    level: None,
+                },
+                r#""compression":{"codec":"lz4"}"#,
+            ),
+        ] {
+            let set = TableRecord {
+                compression: Some(compression),
+                ..record.clone()
+            };
+            let text = String::from_utf8(json_body(&set)).unwrap();
+            assert!(text.contains(expected), "{text}");
+            let back: TableRecord = from_json_body("k", text.as_bytes()).unwrap();
+            assert_eq!(back, set);
+        }
     }
 }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
-use mink_metadata::{Metadata, RetentionPolicy, TableRecord};
+use mink_metadata::{Metadata, RetentionPolicy, TableCompression, TableRecord};
 use parking_lot::RwLock;
 
 use crate::cluster::OwnershipView;
@@ -87,6 +87,11 @@ impl TableInfo {
         self.record.read().clone()
     }
 
+    /// The codec its appends are compressed with, if any.
+    pub fn compression(&self) -> Option<mink_codec::Compression> {
+        crate::format::codec_of(self.record.read().compression.as_ref())
+    }
+
     /// The table's name.
     pub fn name(&self) -> String {
         self.record.read().name.clone()
@@ -138,6 +143,8 @@ pub struct TableOptions {
     pub kafka_key: Option<String>,
     /// Set for a Durable Streams stream (docs/durable-streams.md).
     pub stream: Option<mink_metadata::StreamConfig>,
+    /// How its appends are compressed (docs/compression.md); `None`: not compressed.
+    pub compression: Option<TableCompression>,
 }
 
 /// The tables of the cluster, cached.
@@ -226,6 +233,7 @@ impl Catalog {
             retention,
             kafka_key,
             stream,
+            compression,
         } = options;
         check_name(name)?;
         if let Some(policy) = &retention {
@@ -296,6 +304,7 @@ impl Catalog {
             retention,
             kafka_key,
             stream,
+            compression,
         };
         let assignments = match &self.ownership {
             Some(view) => spread(&record, view),
@@ -410,15 +419,38 @@ impl Catalog {
             check_retention(policy)?;
         }
         let updated = self.metadata.set_table_retention(name, retention).await?;
+        self.updated(&info, &updated).await?;
+        Ok(updated)
+    }
+
+    /// Sets how the table's appends are compressed from now on (`None`: not compressed);
+    /// returns the record written. Batches stored before stay as they are.
+    pub async fn set_compression(
+        &self,
+        name: &str,
+        compression: Option<TableCompression>,
+    ) -> ApiResult<TableRecord> {
+        let info = self.get(name).await?;
+        let updated = self
+            .metadata
+            .set_table_compression(name, compression)
+            .await?;
+        self.updated(&info, &updated).await?;
+        Ok(updated)
+    }
+
+    /// Follows a record update of `info`'s table: the manifest, then the cached copy (or, when
+    /// the table was dropped and created again meanwhile, the cache forgets the old one).
+    async fn updated(&self, info: &TableInfo, updated: &TableRecord) -> ApiResult<()> {
         if let Some(manifests) = &self.manifests {
-            manifests.follow(&self.metadata, &updated).await?;
+            manifests.follow(&self.metadata, updated).await?;
         }
         if updated.incarnation == info.record.read().incarnation {
             *info.record.write() = updated.clone();
         } else {
             self.forget(&info.record());
         }
-        Ok(updated)
+        Ok(())
     }
 
     /// Forgets the cached copy of `dropped`'s incarnation, if that is the one cached.

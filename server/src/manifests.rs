@@ -260,6 +260,7 @@ mod tests {
             retention: None,
             kafka_key: None,
             stream: None,
+            compression: None,
         };
         assert_eq!(key(&record), "manifests/tables/t/00000000000000000009");
     }

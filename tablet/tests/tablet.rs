@@ -848,6 +848,7 @@ async fn tablets_of_a_table_incarnation_open_only_while_the_table_is_that_incarn
         retention: None,
         kafka_key: None,
         stream: None,
+        compression: None,
     };
     metadata.create_table(&table).await.unwrap();
     let three = of(3).open_or_create().await.unwrap();

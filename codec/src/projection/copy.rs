@@ -5,13 +5,17 @@
 //! offsets, values, ... as `arrow_data::layout` names them; a view column's views then its variadic
 //! data buffers) and, for view columns, how many variadic buffers each has. Projecting a batch keeps
 //! the chosen top-level columns' runs of these lists, in the projection's order, and copies their
-//! buffers into a new body, each at an 8-aligned offset. The source message is checked first as a
+//! buffers into a new body, each at an 8-aligned offset; compressed buffers are copied as they
+//! are (each carries its own uncompressed length) and the new message names the source's codec.
+//! The source message is checked first as a
 //! decode checks it ([`ipc::check_message`], [`ipc::walk_columns`]), so every range copied lies inside
 //! the body and every index inside its list: hostile bytes give an error, not a panic.
 
 use std::ops::Range;
 
-use arrow_ipc::{FieldNode, MessageHeader, MetadataVersion};
+use arrow_ipc::{
+    BodyCompressionMethod, CompressionType, FieldNode, MessageHeader, MetadataVersion,
+};
 use arrow_schema::SchemaRef;
 use flatbuffers::FlatBufferBuilder;
 
@@ -61,7 +65,10 @@ impl MessageCopy {
         let (version, rb) = ipc::check_message(batch, position, layout, record_count)?;
         let meta_pos = position + layout.meta_start;
         self.spans.clear();
-        ipc::walk_columns(&rb, schema, meta_pos, |span| self.spans.push(span))?;
+        let body = batch.get(layout.body_start..).unwrap_or_default();
+        ipc::walk_columns(&rb, body, schema, meta_pos, |span| self.spans.push(span))?;
+        // Compressed buffers are copied as they are, so the new message names the same codec.
+        let compression = rb.compression().map(|c| c.codec());
         // `check_message` made sure both lists exist; `walk_columns` that the spans cover them.
         let (Some(nodes), Some(buffers)) = (rb.nodes(), rb.buffers()) else {
             return Err(invalid(
@@ -121,13 +128,25 @@ impl MessageCopy {
             }
         }
         let body_len = i64::try_from(self.body_len).map_err(|_| too_large(self.body_len))?;
-        self.build(version, rb.length(), body_len);
+        self.build(version, rb.length(), body_len, compression);
         Ok(())
     }
 
-    fn build(&mut self, version: MetadataVersion, length: i64, body_len: i64) {
+    fn build(
+        &mut self,
+        version: MetadataVersion,
+        length: i64,
+        body_len: i64,
+        compression: Option<CompressionType>,
+    ) {
         let fbb = &mut self.fbb;
         fbb.reset();
+        let compression = compression.map(|codec| {
+            let mut body = arrow_ipc::BodyCompressionBuilder::new(fbb);
+            body.add_codec(codec);
+            body.add_method(BodyCompressionMethod::BUFFER);
+            body.finish()
+        });
         let nodes = fbb.create_vector(&self.nodes);
         let buffers = fbb.create_vector(&self.buffers);
         // Arrow's writer leaves the list out when no column has variadic buffers; so does this.
@@ -138,6 +157,9 @@ impl MessageCopy {
         batch.add_buffers(buffers);
         if let Some(variadic) = variadic {
             batch.add_variadicBufferCounts(variadic);
+        }
+        if let Some(compression) = compression {
+            batch.add_compression(compression);
         }
         let batch = batch.finish();
         let mut message = arrow_ipc::MessageBuilder::new(fbb);

@@ -18,7 +18,7 @@ use crate::alloc::{IdKind, reserve_block};
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
 use crate::kv::{CasOutcome, Compare, MetaKvExt, Op, Txn};
-use crate::records::{BucketAssignment, RetentionPolicy, TableRecord};
+use crate::records::{BucketAssignment, RetentionPolicy, TableCompression, TableRecord};
 use crate::value::{decode, encode};
 
 /// One decision of the leader: the assignment at `key`, read at `version`, goes to `to` (or is
@@ -286,6 +286,27 @@ impl Metadata {
         .await
     }
 
+    /// Sets (or, with `None`, removes) the compression of the table's appends, as a
+    /// compare-and-set on its record; returns the record written.
+    pub async fn set_table_compression(
+        &self,
+        name: &str,
+        compression: Option<TableCompression>,
+    ) -> Result<TableRecord> {
+        keys::check_segment("table", name)?;
+        let key = keys::table(name);
+        self.update_record(
+            &key,
+            "set compression",
+            ("table", name),
+            |table: &mut TableRecord| {
+                table.compression = compression;
+                Ok(())
+            },
+        )
+        .await
+    }
+
     /// Sets (or, with `None`, removes) the table's own retention policy, as a compare-and-set
     /// on its record; returns the record written.
     pub async fn set_table_retention(
@@ -333,6 +354,7 @@ mod tests {
             retention: None,
             kafka_key: None,
             stream: None,
+            compression: None,
         }
     }
 

@@ -21,6 +21,7 @@ async fn populated() -> (Arc<MemoryKv>, Metadata) {
         retention: None,
         kafka_key: None,
         stream: None,
+        compression: None,
     };
     meta.create_table(&table).await.unwrap();
     meta.create_stream().await.unwrap();

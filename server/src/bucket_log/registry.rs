@@ -323,6 +323,7 @@ mod tests {
                 retention: None,
                 kafka_key: None,
                 stream: None,
+                compression: None,
             }),
             schemas: Arc::new(TableSchemas::default()),
         })

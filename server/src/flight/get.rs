@@ -272,7 +272,7 @@ impl Reader {
             };
             let offset = usize::try_from(start - base).unwrap_or(0);
             let len = usize::try_from(end - start).unwrap_or(0);
-            let cut = format::encode_rows(&rows.slice(offset, len), BatchMeta::new(0))?;
+            let cut = format::encode_rows(&rows.slice(offset, len), BatchMeta::new(0), None)?;
             message_of(&cut)?
         };
         self.next = end;

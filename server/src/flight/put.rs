@@ -254,12 +254,19 @@ impl Pump {
                                 message: e.to_string(),
                             })
                         })?;
+                // Compressed with the table's setting unless the client compressed it.
+                let info = &self.info;
+                let batch =
+                    crate::format::compress_batches(Bytes::from(batch), info.compression(), |id| {
+                        info.schemas.get(id)
+                    })
+                    .map_err(|e| status(&e))?;
                 let held = self.flight.core.budget().reserve(batch.len())?;
                 let rows = mink_codec::BatchView::new(&batch[..])
                     .map(|v| u64::try_from(v.record_count()).unwrap_or(0))
                     .unwrap_or(0);
                 Ok(Some(Taken {
-                    batch: Bytes::from(batch),
+                    batch,
                     rows,
                     sequence: writer.map(|(_, s)| s),
                     schema_id,

@@ -10,8 +10,10 @@ use super::{RowBounds, internal, too_many_rows};
 use crate::error::{ApiError, ApiResult};
 
 /// The record batches of an Arrow IPC stream, checked against `schema` and joined into one, at
-/// most `bounds.max_rows` rows in all (the decoded rows are the body's own buffers, so the
-/// decoded-bytes bound does not apply): the rows are counted from each
+/// most `bounds.max_rows` rows in all and `bounds.max_decoded_bytes` bytes of bodies once
+/// decompressed (an uncompressed body's rows are its own buffers; a compressed one, LZ4_FRAME or
+/// ZSTD, is counted from its buffers' declared lengths before anything is decompressed, so a
+/// decompression bomb is refused unread): the rows are counted from each
 /// message's metadata before its body is decoded, so an oversized stream is refused before anything
 /// is built. Every message is checked by the codec first (buffers inside the body, node lengths,
 /// buffer widths against the schema), which Arrow's own stream reader does not do.
@@ -47,9 +49,20 @@ pub fn arrow_to_rows(schema: &SchemaRef, body: &[u8], bounds: RowBounds) -> ApiR
     }
     // Decoded against the stream's own fields (its nullability), then re-labelled with the
     // table's schema so the table's nullability is enforced.
-    let batches = match mink_codec::decode_ipc_stream(body, &Arc::new(theirs), max_rows) {
+    let decoded =
+        mink_codec::decode_ipc_stream(body, &Arc::new(theirs), max_rows, bounds.max_decoded_bytes);
+    let batches = match decoded {
         Err(mink_codec::Error::TooLarge { .. }) => {
             return Err(too_many_rows(max_rows, bounds.rows_setting));
+        }
+        Err(e @ mink_codec::Error::Decompression { max, .. })
+            if max == bounds.max_decoded_bytes =>
+        {
+            return Err(ApiError::LimitExceeded {
+                setting: "http.body.max_decoded_bytes",
+                limit: bounds.max_decoded_bytes as u64,
+                message: e.to_string(),
+            });
         }
         other => other.map_err(bad)?,
     };

@@ -4,16 +4,81 @@
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
-use mink_codec::{BatchMeta, BatchView, Encoder};
+use mink_codec::{BatchMeta, BatchView, Compression, Encoder};
+use mink_metadata::{CompressionCodec, TableCompression};
 
 use crate::error::{ApiError, ApiResult};
 
-/// Encodes rows as one append-only mink batch.
-pub fn encode_rows(rows: &RecordBatch, meta: BatchMeta) -> ApiResult<Bytes> {
-    Encoder::new()
+/// Encodes rows as one append-only mink batch, its Arrow body compressed with `compression`
+/// (a table's setting: [`codec_of`]).
+pub fn encode_rows(
+    rows: &RecordBatch,
+    meta: BatchMeta,
+    compression: Option<Compression>,
+) -> ApiResult<Bytes> {
+    encoder(compression)?
         .encode(rows, None, meta)
         .map(Bytes::from)
         .map_err(|e| ApiError::invalid("invalid_rows", e.to_string()))
+}
+
+/// The mink batches `body` (an append request, checked by the tablet after this) with every
+/// batch whose body is not compressed compressed with `compression`; batches compressed already
+/// are kept as sent. `schema` gives each batch's schema by id. A batch that does not decode is
+/// refused as the tablet would refuse it (400 `invalid_batch`, naming its index).
+pub fn compress_batches(
+    body: Bytes,
+    compression: Option<Compression>,
+    schema: impl Fn(i16) -> Option<SchemaRef>,
+) -> ApiResult<Bytes> {
+    if compression.is_none() {
+        return Ok(body);
+    }
+    let mut encoder = encoder(compression)?;
+    let mut out: Option<Vec<u8>> = None;
+    let mut kept = 0;
+    for (index, view) in mink_codec::batches(body.clone()).enumerate() {
+        let invalid = |e: mink_codec::Error| {
+            ApiError::invalid("invalid_batch", format!("batch {index}: {e}"))
+        };
+        let view = view.map_err(invalid)?;
+        // An unknown schema id is the tablet's to refuse, with its own error.
+        let Some(schema) = schema(view.schema_id()) else {
+            return Ok(body);
+        };
+        let end = view.position() + view.len();
+        if let Some(again) = encoder.compress_batch(&view, &schema).map_err(invalid)? {
+            let out = out.get_or_insert_with(|| Vec::with_capacity(body.len()));
+            out.extend_from_slice(body.get(kept..view.position()).unwrap_or_default());
+            out.extend_from_slice(&again);
+            kept = end;
+        }
+    }
+    Ok(match out {
+        Some(mut out) => {
+            out.extend_from_slice(body.get(kept..).unwrap_or_default());
+            Bytes::from(out)
+        }
+        None => body,
+    })
+}
+
+fn encoder(compression: Option<Compression>) -> ApiResult<Encoder> {
+    Encoder::new()
+        .with_compression(compression)
+        .map_err(|e| ApiError::Internal {
+            message: format!("the table's compression setting does not apply: {e}"),
+        })
+}
+
+/// The codec of a table's compression setting.
+pub fn codec_of(setting: Option<&TableCompression>) -> Option<Compression> {
+    setting.map(|s| match s.codec {
+        CompressionCodec::Lz4 => Compression::Lz4Frame,
+        CompressionCodec::Zstd => Compression::Zstd {
+            level: s.level.unwrap_or(Compression::ZSTD_DEFAULT_LEVEL),
+        },
+    })
 }
 
 /// Decodes one stored batch with `schema`; header-only batches give `None`.

@@ -27,7 +27,10 @@ mod render;
 pub mod schema;
 
 pub use arrow::{arrow_to_rows, rows_to_arrow};
-pub use batch::{base_offset_of, decode_batch, encode_rows, next_offset_of, schema_id_of};
+pub use batch::{
+    base_offset_of, codec_of, compress_batches, decode_batch, encode_rows, next_offset_of,
+    schema_id_of,
+};
 pub use ndjson::{ndjson_to_rows, rows_to_json_array, rows_to_ndjson};
 pub use render::{
     BodyFormat, JsonArrayEvent, Rendered, StoredRows, Tail, json_array_event, render_bounded,
@@ -231,7 +234,7 @@ mod tests {
         let ipc = rows_to_arrow(&schema(), std::slice::from_ref(&rows)).unwrap();
         let back = arrow_to_rows(&schema(), &ipc, RowBounds::default()).unwrap();
         assert_eq!(back, rows);
-        let batch = encode_rows(&back, BatchMeta::new(1)).unwrap();
+        let batch = encode_rows(&back, BatchMeta::new(1), None).unwrap();
         let decoded = decode_batch(&batch, &schema()).unwrap().unwrap();
         let mut out = Vec::new();
         rows_to_ndjson(&decoded, &mut out).unwrap();

@@ -89,7 +89,16 @@ pub(crate) async fn append(
             permit.resize(batches.len())?;
             batches
         }
-        Format::Mink | Format::Sse => body,
+        // Batches that are not compressed are compressed with the table's setting.
+        Format::Mink | Format::Sse => match info.compression() {
+            None => body,
+            compression => {
+                let batches =
+                    format::compress_batches(body, compression, |id| info.schemas.get(id))?;
+                permit.resize(batches.len())?;
+                batches
+            }
+        },
     };
     let outcome = core.append(log.as_ref(), batches).await?;
     drop(permit);
@@ -153,7 +162,7 @@ fn rows_to_batch(
         Format::Arrow => format::arrow_to_rows(&schema, body, bounds)?,
         _ => format::ndjson_to_rows(&schema, body, bounds)?,
     };
-    format::encode_rows(&rows, meta)
+    format::encode_rows(&rows, meta, info.compression())
 }
 
 /// Reads rows from an offset: a range, a long-poll at the tail, or server-sent events.

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use mink_metadata::{RetentionPolicy, TableRecord};
+use mink_metadata::{CompressionCodec, RetentionPolicy, TableCompression, TableRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -16,7 +16,7 @@ use super::extract::json_body;
 use crate::auth::{Action, Principal};
 use crate::catalog::TableOptions;
 use crate::core::NodeCore;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::format::schema::JsonSchema;
 use crate::retention::policy::Effective;
 
@@ -44,15 +44,102 @@ pub(crate) struct CreateTable {
     /// of the Kafka schema); absent: no key.
     #[serde(default)]
     kafka_key: Option<String>,
+    /// How appends are compressed on the way in: `none` (the default), `lz4`, `zstd` or
+    /// `zstd:LEVEL` (1 to 22; plain `zstd` is level 3). docs/compression.md.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "zstd")]
+    compression: Option<CompressionSetting>,
 }
 
-/// Body of a table update: today only its retention policy (`null`: back to the node's
-/// default).
+/// Body of a table update: each field given changes only itself. `retention`: the table's
+/// policy (`null`: back to the node's default); `compression`: as at create (`none` to stop
+/// compressing; batches stored before stay as they are).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateTable {
+    #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<super::answers::RetentionPolicyDoc>)]
-    retention: Option<RetentionPolicy>,
+    retention: Option<Option<RetentionPolicy>>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "lz4")]
+    compression: Option<CompressionSetting>,
+}
+
+/// A field that is present, `null` included: `Some(None)` for `null`, `None` when absent.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+/// A table's compression setting as the API spells it: `none`, `lz4`, `zstd`, `zstd:LEVEL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CompressionSetting(Option<TableCompression>);
+
+impl CompressionSetting {
+    const LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
+
+    fn parse(text: &str) -> Result<Self, String> {
+        let (codec, level) = match text.split_once(':') {
+            Some((codec, level)) => (codec, Some(level)),
+            None => (text, None),
+        };
+        let setting = match (codec.to_ascii_lowercase().as_str(), level) {
+            ("none", None) => None,
+            ("lz4", None) => Some(TableCompression {
+                codec: CompressionCodec::Lz4,
+                level: None,
+            }),
+            ("zstd", level) => {
+                let level = level
+                    .map(|l| {
+                        l.parse::<i32>()
+                            .ok()
+                            .filter(|l| Self::LEVELS.contains(l))
+                            .ok_or_else(|| format!("zstd level `{l}` is not a number from 1 to 22"))
+                    })
+                    .transpose()?;
+                Some(TableCompression {
+                    codec: CompressionCodec::Zstd,
+                    level,
+                })
+            }
+            _ => {
+                return Err(format!(
+                    "compression `{text}` is not one of `none`, `lz4`, `zstd` or `zstd:LEVEL` (1 to 22)"
+                ));
+            }
+        };
+        Ok(CompressionSetting(setting))
+    }
+
+    /// The setting as the API spells it.
+    fn text(setting: Option<&TableCompression>) -> String {
+        match setting {
+            None => "none".to_owned(),
+            Some(TableCompression {
+                codec: CompressionCodec::Lz4,
+                ..
+            }) => "lz4".to_owned(),
+            Some(TableCompression {
+                codec: CompressionCodec::Zstd,
+                level: None,
+            }) => "zstd".to_owned(),
+            Some(TableCompression {
+                codec: CompressionCodec::Zstd,
+                level: Some(level),
+            }) => format!("zstd:{level}"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CompressionSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 fn one() -> u32 {
@@ -79,6 +166,8 @@ pub(crate) struct TableView {
     /// The column of the rows' Kafka keys, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     kafka_key: Option<String>,
+    /// How appends are compressed: `none`, `lz4`, `zstd` or `zstd:LEVEL`.
+    compression: String,
 }
 
 /// The tables.
@@ -121,6 +210,7 @@ impl TableView {
                 effective: Effective::of(record.retention.as_ref(), node_default),
             },
             kafka_key: record.kafka_key.clone(),
+            compression: CompressionSetting::text(record.compression.as_ref()),
         }
     }
 }
@@ -155,6 +245,7 @@ pub(crate) async fn create(
                 retention: body.retention,
                 kafka_key: body.kafka_key,
                 stream: None,
+                compression: body.compression.and_then(|c| c.0),
             },
         )
         .await?;
@@ -190,7 +281,8 @@ pub(crate) async fn get(
     Ok(Json(view(&core, &info.record())))
 }
 
-/// Sets the table's retention policy (`null`: the node's default).
+/// Sets the table's retention policy (`null`: the node's default) and how its appends are
+/// compressed; a field left out is left as it is.
 #[utoipa::path(patch, path = "/v1/tables/{table}", tag = "tables", request_body = UpdateTable,
     params(("table" = String, Path, description = "The table")),
     responses(
@@ -203,8 +295,19 @@ pub(crate) async fn update(
     body: Result<Json<UpdateTable>, JsonRejection>,
 ) -> ApiResult<Json<TableView>> {
     let body = json_body(body)?;
-    let record = core.catalog().set_retention(&table, body.retention).await?;
-    tracing::info!(table = %table, retention = ?body.retention, "table retention set");
+    // Retention first: it is the one a value can be refused for.
+    let mut record = None;
+    if let Some(retention) = body.retention {
+        record = Some(core.catalog().set_retention(&table, retention).await?);
+        tracing::info!(table = %table, retention = ?retention, "table retention set");
+    }
+    if let Some(CompressionSetting(compression)) = body.compression {
+        record = Some(core.catalog().set_compression(&table, compression).await?);
+        tracing::info!(table = %table, compression = ?compression, "table compression set");
+    }
+    let record = record.ok_or_else(|| {
+        ApiError::bad_request("nothing to change: give `retention` or `compression`")
+    })?;
     Ok(Json(view(&core, &record)))
 }
 

@@ -160,6 +160,7 @@ fn encode(info: &Arc<TableInfo>, batches: &[Batch]) -> ApiResult<Bytes> {
             ),
         )
     })?;
+    let compression = info.compression();
     let mut out = BytesMut::new();
     for batch in batches {
         if batch.transactional || batch.control {
@@ -187,7 +188,7 @@ fn encode(info: &Arc<TableInfo>, batches: &[Batch]) -> ApiResult<Bytes> {
                 .with_writer(field, batch.base_sequence)
                 .counting_records();
         }
-        out.extend_from_slice(&encode_rows(&rows, meta)?);
+        out.extend_from_slice(&encode_rows(&rows, meta, compression)?);
     }
     Ok(out.freeze())
 }

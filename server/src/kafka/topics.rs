@@ -119,6 +119,7 @@ async fn create_table(
                 retention,
                 kafka_key: None,
                 stream: None,
+                compression: None,
             },
         )
         .await

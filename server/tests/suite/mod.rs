@@ -7,7 +7,8 @@
 //! then one file per concept under test: `tables`, `schemas` (types and `[limits]`), `append`,
 //! `writers`, `read`, `sse`, `errors` (table-driven), `node` (restart, health, metrics, shutdown),
 //! `retention` (policies, trimming by size and by age), `recovery` (metadata snapshots and
-//! restore), `bounds` (the render bound, append decoding bounds, parked-read limits), `access` (tokens and
+//! restore), `compressed` (tables stored compressed), `bounds` (the render bound, append
+//! decoding bounds, parked-read limits), `access` (tokens and
 //! scopes, the writer-id rule, explicit Content-Type), `edge` (the serving loop's limits and
 //! timeouts, against raw TCP clients).
 
@@ -21,6 +22,7 @@
 mod access;
 mod append;
 mod bounds;
+mod compressed;
 mod data;
 mod edge;
 mod errors;
@@ -37,6 +39,7 @@ mod writers;
 pub use access::{access_control, open_without_tokens, writer_ids_and_content_types};
 pub use append::append_and_read_each_format;
 pub use bounds::{append_decoding_bounds, parked_read_limits, read_render_bound};
+pub use compressed::compressed_tables;
 pub use edge::{
     body_limits_per_format, connection_limits, header_and_idle_timeouts, host_allowlist,
     request_budget_answers_503, write_timeout_cuts_off_a_client_that_stops_reading,
@@ -66,7 +69,7 @@ macro_rules! http_suite {
             access_control, open_without_tokens, writer_ids_and_content_types, connection_limits, header_and_idle_timeouts,
             write_timeout_cuts_off_a_client_that_stops_reading, body_limits_per_format,
             request_budget_answers_503, host_allowlist, retention_policy_api, retention_by_size,
-            metadata_snapshot_and_restore);
+            metadata_snapshot_and_restore, compressed_tables);
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
         $(

@@ -86,6 +86,7 @@ pub(super) async fn tables_and_schema_versions(f: Fixture) {
         retention: None,
         kafka_key: None,
         stream: None,
+        compression: None,
     };
     meta.create_table(&table).await.unwrap();
     assert_eq!(

@@ -275,7 +275,7 @@ mod tests {
     fn rows_round_trip_with_the_seq_and_the_close_marker() {
         let messages = vec![Bytes::from_static(b"\x00\xff"), Bytes::from_static(b"x")];
         let rows = rows(Mode::Binary, &messages, Some("007"), true).unwrap();
-        let batch = format::encode_rows(&rows, mink_codec::BatchMeta::new(1)).unwrap();
+        let batch = format::encode_rows(&rows, mink_codec::BatchMeta::new(1), None).unwrap();
         let stored = Stored::decode(&batch, Mode::Binary).unwrap().unwrap();
         assert_eq!(stored.len(), 3);
         assert_eq!(stored.message(0), Some(&b"\x00\xff"[..]));
@@ -290,7 +290,7 @@ mod tests {
 
     fn rows_of(mode: Mode, messages: &[Bytes], seq: Option<&str>) -> Stored {
         let rows = rows(mode, messages, seq, false).unwrap();
-        let batch = format::encode_rows(&rows, mink_codec::BatchMeta::new(1)).unwrap();
+        let batch = format::encode_rows(&rows, mink_codec::BatchMeta::new(1), None).unwrap();
         Stored::decode(&batch, mode).unwrap().unwrap()
     }
 

@@ -406,7 +406,7 @@ fn encode(
             })?;
         meta = meta.with_writer(field, seq);
     }
-    Ok(format::encode_rows(rows, meta)?)
+    Ok(format::encode_rows(rows, meta, opened.info.compression())?)
 }
 
 /// The answer for a producer this node saw, when the protocol answers before any other check:

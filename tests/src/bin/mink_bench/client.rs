@@ -161,6 +161,39 @@ impl Client {
             .as_u64()
             .ok_or(format!("offsets answer without high_watermark: {v}"))
     }
+
+    /// Reads offsets `0..end` of a bucket as `accept`, 8 MiB of stored batches a request:
+    /// the bytes of the answers and the seconds it took.
+    pub(crate) async fn read_range(
+        &self,
+        table: &str,
+        bucket: u32,
+        end: u64,
+        accept: &str,
+    ) -> Result<(u64, f64), Error> {
+        let url = self.records(table, bucket);
+        let started = Instant::now();
+        let (mut offset, mut bytes) = (0u64, 0u64);
+        while offset < end {
+            let r = self
+                .http
+                .get(format!("{url}?offset={offset}&max_bytes={}", 8 << 20))
+                .header("accept", accept)
+                .send()
+                .await
+                .map_err(|e| format!("read {table}: {e}"))?;
+            if !r.status().is_success() {
+                return Err(format!("read {table} at {offset}: {}", r.status()));
+            }
+            let next = header_u64(&r, "mink-next-offset").ok_or("no mink-next-offset")?;
+            bytes += body_len(r).await?;
+            if next <= offset {
+                return Err(format!("read of {table} made no progress at {offset}"));
+            }
+            offset = next;
+        }
+        Ok((bytes, started.elapsed().as_secs_f64()))
+    }
 }
 
 /// Reads a response's body to its end as it arrives and counts its bytes, without joining them

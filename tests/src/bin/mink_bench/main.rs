@@ -31,6 +31,9 @@
 //! 13. Fan-out: one 1 KiB row appended to a bucket followed by 1, 100 and 1,000 parked readers,
 //!     by long-poll and by SSE: the acknowledgement to the median and to the last reader holding
 //!     the row (goal: the last of 1,000 within 10 ms).
+//! 14. Compression: tables of `compression` none, lz4 and zstd on item 5's rows and on a log-like
+//!     text column: bytes stored per byte of rows, append MB/s and CPU, cold and Arrow replay
+//!     rows/s, as ratios against none.
 //! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
 //!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
@@ -138,7 +141,7 @@ async fn run(options: Options) -> Result<(), Error> {
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
-    let steps: [(&str, u8); 11] = [
+    let steps: [(&str, u8); 12] = [
         ("idle append", 1),
         ("tail delivery", 3),
         ("replay", 4),
@@ -150,6 +153,7 @@ async fn run(options: Options) -> Result<(), Error> {
         ("durable streams", 11),
         ("open tablets", 12),
         ("fan-out", 13),
+        ("compression", 14),
     ];
     let mut sections = std::collections::BTreeMap::new();
     let only = bench.options.only.clone();
@@ -175,6 +179,7 @@ async fn run(options: Options) -> Result<(), Error> {
             11 => bench.durable_streams().await?,
             12 => bench.open_tablets().await?,
             13 => bench.fan_out().await?,
+            14 => bench.compression().await?,
             _ => bench.timestamp_lookup().await?,
         }
         sections.insert(step, std::mem::take(&mut bench.report.md));

@@ -1,7 +1,7 @@
 //! The items of the benchmark, one file each, all methods of [`Bench`] (the state they share):
 //! 1 `idle_append`, 2 and 7 `group_commit` (with the node's peak RSS), 3 `tail_delivery`,
 //! 4 `replay`, 5 `projection`, 6 `timestamp_lookup`, 9 `flight`, 10 `kafka`, 11
-//! `durable_streams`, 12 `open_tablets`, 13 `fan_out`.
+//! `durable_streams`, 12 `open_tablets`, 13 `fan_out`, 14 `compression`.
 
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use crate::client::Client;
 use crate::node::NodeProcess;
 use crate::report::Report;
 
+mod compression;
 mod durable_streams;
 mod fan_out;
 mod flight;
