@@ -18,7 +18,7 @@
 //!
 //! Everything lands in `bench/results/quick/` or `bench/results/full/`: `report.md` (machine,
 //! date, commit, duration, then one table per item), the per-part Markdown and CSV files, and
-//! `latency.png`, `replay.png`. `--quick` runs fewer samples and smaller volumes and skips parts 2
+//! `latency.png`, `replay.png`, `cost.png`. `--quick` runs fewer samples and smaller volumes and skips parts 2
 //! and 3 (under 5 minutes on a 2-core machine once built).
 
 use std::path::{Path, PathBuf};
@@ -190,7 +190,7 @@ fn finish(
         report += &read(&results.join(format!("node-{store}.md")))?;
     }
     report += &read(&results.join("cluster.md"))?;
-    report += "## Charts\n\n![Latency percentiles](latency.png)\n\n![Replay](replay.png)\n\n";
+    report += "## Charts\n\n![Latency percentiles](latency.png)\n\n![Replay](replay.png)\n\n![Request cost](cost.png)\n\n";
     if let Some(http_out) = http_out {
         report += "## In-process figures\n\nThe engine without HTTP, and the node in the bench \
                    process: the same questions one layer down, to tell the engine's cost from \
@@ -378,4 +378,28 @@ ax.grid(alpha=0.3)
 ax.legend(fontsize=8)
 fig.tight_layout()
 fig.savefig(os.path.join(out, "replay.png"), dpi=110)
+
+# Item 15: append p99 against WAL PUTs per second, one line per min_put_interval, per store.
+cost = [(store, rows(f"cost-{store}.csv")) for store in stores]
+cost = [(store, data) for store, data in cost if data]
+if cost:
+    fig, axes = plt.subplots(1, len(cost), figsize=(7 * len(cost), 5.5), squeeze=False)
+    for ax, (store, data) in zip(axes[0], cost):
+        for interval in sorted({int(r["interval_ms"]) for r in data}):
+            pts = sorted((float(r["load_mbps"]), float(r["puts_per_s"]), float(r["p99_ms"]))
+                         for r in data if int(r["interval_ms"]) == interval)
+            ax.plot([p[1] for p in pts], [p[2] for p in pts], "o-",
+                    label=f"min_put_interval {interval} ms")
+            for load, puts, p99 in pts:
+                ax.annotate(f"{load:g} MB/s", (puts, p99), fontsize=7,
+                            textcoords="offset points", xytext=(4, 4))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("WAL PUTs per second")
+        ax.set_ylabel("append p99 (ms)")
+        ax.set_title(f"15. Request cost on {store}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "cost.png"), dpi=110)
 "##;

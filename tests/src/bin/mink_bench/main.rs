@@ -34,6 +34,10 @@
 //! 14. Compression: tables of `compression` none, lz4 and zstd on item 5's rows and on a log-like
 //!     text column: bytes stored per byte of rows, append MB/s and CPU, cold and Arrow replay
 //!     rows/s, as ratios against none.
+//! 15. Request cost: steady loads of 1, 10 and 100 MB/s (1 and 10 with `--quick`) over 1000
+//!     buckets with `engine.wal.min_put_interval` 0, 50 and 250 ms: WAL and compaction PUTs per
+//!     second and per GB, S3 Standard's PUT price per day, and append latency (writes
+//!     `DIR/cost-STORE.csv` for the chart of latency against PUTs per second).
 //! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
 //!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
@@ -141,7 +145,7 @@ async fn run(options: Options) -> Result<(), Error> {
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
-    let steps: [(&str, u8); 12] = [
+    let steps: [(&str, u8); 13] = [
         ("idle append", 1),
         ("tail delivery", 3),
         ("replay", 4),
@@ -154,6 +158,7 @@ async fn run(options: Options) -> Result<(), Error> {
         ("open tablets", 12),
         ("fan-out", 13),
         ("compression", 14),
+        ("request cost", 15),
     ];
     let mut sections = std::collections::BTreeMap::new();
     let only = bench.options.only.clone();
@@ -180,6 +185,7 @@ async fn run(options: Options) -> Result<(), Error> {
             12 => bench.open_tablets().await?,
             13 => bench.fan_out().await?,
             14 => bench.compression().await?,
+            15 => bench.request_cost().await?,
             _ => bench.timestamp_lookup().await?,
         }
         sections.insert(step, std::mem::take(&mut bench.report.md));
@@ -225,6 +231,15 @@ async fn run(options: Options) -> Result<(), Error> {
         format!("replay-{}.csv", store.name()),
         &format!("phase,seconds,mb\n{}", bench.report.replay_csv),
     )?;
+    if !bench.report.cost_csv.is_empty() {
+        write(
+            format!("cost-{}.csv", store.name()),
+            &format!(
+                "interval_ms,load_mbps,puts_per_s,p50_ms,p99_ms\n{}",
+                bench.report.cost_csv
+            ),
+        )?;
+    }
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
 }

@@ -12,6 +12,8 @@ pub(crate) struct NodeProcess {
     pub(crate) process: mink_tests::node::NodeProcess,
     pub(crate) store: Store,
     pub(crate) prefix: String,
+    /// Settings an item runs the node with (appended to its configuration at the next start).
+    pub(crate) extra_config: String,
     flight_port: u16,
     kafka_port: u16,
 }
@@ -25,6 +27,7 @@ impl NodeProcess {
             process,
             store,
             prefix: mink_tests::unique_prefix("bench"),
+            extra_config: String::new(),
             flight_port,
             kafka_port,
         })
@@ -62,6 +65,7 @@ impl NodeProcess {
         if let Ok(extra) = std::env::var("MINK_BENCH_EXTRA_CONFIG") {
             let _ = writeln!(c, "{extra}");
         }
+        c += &self.extra_config;
         c
     }
 

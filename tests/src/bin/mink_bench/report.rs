@@ -46,6 +46,8 @@ pub(crate) struct Report {
     pub(crate) rss_md: String,
     pub(crate) latency_csv: String,
     pub(crate) replay_csv: String,
+    /// Item 15: `interval_ms,load_mbps,puts_per_s,p50_ms,p99_ms` per case.
+    pub(crate) cost_csv: String,
 }
 
 impl Report {

@@ -259,7 +259,7 @@ struct StoreWrites {
 }
 
 /// S3 Standard's price of a PUT (us-east-1, $0.005 per 1,000 requests).
-const PUT_PRICE: f64 = 0.005 / 1000.0;
+pub(crate) const PUT_PRICE: f64 = 0.005 / 1000.0;
 
 impl Bench {
     /// Item 2's second and third tables: each case beside raw PUTs with as many in flight as the

@@ -1,7 +1,7 @@
 //! The items of the benchmark, one file each, all methods of [`Bench`] (the state they share):
 //! 1 `idle_append`, 2 and 7 `group_commit` (with the node's peak RSS), 3 `tail_delivery`,
 //! 4 `replay`, 5 `projection`, 6 `timestamp_lookup`, 9 `flight`, 10 `kafka`, 11
-//! `durable_streams`, 12 `open_tablets`, 13 `fan_out`, 14 `compression`.
+//! `durable_streams`, 12 `open_tablets`, 13 `fan_out`, 14 `compression`, 15 `request_cost`.
 
 use std::sync::Arc;
 
@@ -22,6 +22,7 @@ mod kafka;
 mod open_tablets;
 mod projection;
 mod replay;
+mod request_cost;
 mod tail_delivery;
 mod timestamp_lookup;
 
