@@ -45,6 +45,34 @@ pub fn chromedriver() -> String {
     required(CHROMEDRIVER_ENV, "ChromeDriver")
 }
 
+/// A child process in a process group of its own, killed with everything it started (a
+/// browser's helpers, ChromeDriver's browser) when dropped, even by a failing test.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    child: std::process::Child,
+}
+
+impl ProcessGroup {
+    /// Spawns `command` as the leader of a new process group.
+    pub fn spawn(command: &mut std::process::Command) -> std::io::Result<ProcessGroup> {
+        use std::os::unix::process::CommandExt;
+        let child = command.process_group(0).spawn()?;
+        Ok(ProcessGroup { child })
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Environment variable holding `kcat` (Debian's `kcat`, librdkafka inside), installed by
 /// `cargo xtask test`.
 pub const KCAT_ENV: &str = "MINK_TEST_KCAT";

@@ -90,19 +90,21 @@ async fn a_page_on_another_origin_follows_a_bucket_across_recycles() {
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let profile = tempfile::tempdir().unwrap();
-    let mut browser = std::process::Command::new(mink_tests::chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(&page_url)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    // Killed with its helpers when dropped, also when an assertion below fails.
+    let browser = mink_tests::ProcessGroup::spawn(
+        std::process::Command::new(mink_tests::chromium())
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(&page_url)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    )
+    .unwrap();
     // Rows keep coming while the page follows, across recycles: from the moment its stream is
     // open (a browser slow to start would otherwise find every row there at once).
     let ready = tokio::time::timeout(Duration::from_secs(60), results.recv()).await;
@@ -118,8 +120,7 @@ async fn a_page_on_another_origin_follows_a_bucket_across_recycles() {
         }
     });
     let reported = tokio::time::timeout(Duration::from_secs(60), results.recv()).await;
-    let _ = browser.kill();
-    let _ = browser.wait();
+    drop(browser);
     writer.await.unwrap();
     let reported: Value = serde_json::from_str(
         &reported

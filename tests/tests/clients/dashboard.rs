@@ -3,16 +3,17 @@
 //! counters, and a live tail that shows rows appended while it watches. A screenshot is left in
 //! the test's output folder.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use mink_server::Node;
+use mink_tests::ProcessGroup;
 use serde_json::{Value, json};
 
 /// A ChromeDriver process and one browser session of it.
 struct Browser {
-    driver: Child,
+    _driver: ProcessGroup,
     url: String,
     session: String,
     http: reqwest::Client,
@@ -25,12 +26,15 @@ impl Browser {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let driver = Command::new(mink_tests::chromedriver())
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts");
+        // With the browser it starts in a process group of its own, killed as a whole when
+        // dropped: no browser outlives the test.
+        let driver = ProcessGroup::spawn(
+            Command::new(mink_tests::chromedriver())
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .expect("chromedriver starts");
         let url = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -70,7 +74,7 @@ impl Browser {
             .unwrap_or_else(|| panic!("no session: {created}"))
             .to_owned();
         Browser {
-            driver,
+            _driver: driver,
             url,
             session,
             http,
@@ -135,13 +139,6 @@ impl Browser {
                     .unwrap_or_else(|| panic!("no screenshot: {png}")),
             )
             .expect("PNG")
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
     }
 }
 
