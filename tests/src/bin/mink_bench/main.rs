@@ -38,6 +38,8 @@
 //!     buckets with `engine.wal.min_put_interval` 0, 50 and 250 ms: WAL and compaction PUTs per
 //!     second and per GB, S3 Standard's PUT price per day, and append latency (writes
 //!     `DIR/cost-STORE.csv` for the chart of latency against PUTs per second).
+//! 16. Recovery after kill -9 with 64 MiB and 512 MiB (64 with `--quick`) of uncompacted WAL:
+//!     the restart to the first accepted append against a raw sequential GET of the WAL objects.
 //! 8. With `--cluster` (alone): several nodes on moto and etcd: append throughput of 3 nodes vs
 //!    1 beside raw PUTs with as many in flight, the time from a transfer to the new owner's first
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
@@ -145,7 +147,7 @@ async fn run(options: Options) -> Result<(), Error> {
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.
-    let steps: [(&str, u8); 13] = [
+    let steps: [(&str, u8); 14] = [
         ("idle append", 1),
         ("tail delivery", 3),
         ("replay", 4),
@@ -159,6 +161,7 @@ async fn run(options: Options) -> Result<(), Error> {
         ("fan-out", 13),
         ("compression", 14),
         ("request cost", 15),
+        ("recovery", 16),
     ];
     let mut sections = std::collections::BTreeMap::new();
     let only = bench.options.only.clone();
@@ -186,6 +189,7 @@ async fn run(options: Options) -> Result<(), Error> {
             13 => bench.fan_out().await?,
             14 => bench.compression().await?,
             15 => bench.request_cost().await?,
+            16 => bench.recovery().await?,
             _ => bench.timestamp_lookup().await?,
         }
         sections.insert(step, std::mem::take(&mut bench.report.md));

@@ -1,7 +1,7 @@
 //! The items of the benchmark, one file each, all methods of [`Bench`] (the state they share):
 //! 1 `idle_append`, 2 and 7 `group_commit` (with the node's peak RSS), 3 `tail_delivery`,
 //! 4 `replay`, 5 `projection`, 6 `timestamp_lookup`, 9 `flight`, 10 `kafka`, 11
-//! `durable_streams`, 12 `open_tablets`, 13 `fan_out`, 14 `compression`, 15 `request_cost`.
+//! `durable_streams`, 12 `open_tablets`, 13 `fan_out`, 14 `compression`, 15 `request_cost`, 16 `recovery`.
 
 use std::sync::Arc;
 
@@ -21,6 +21,7 @@ mod idle_append;
 mod kafka;
 mod open_tablets;
 mod projection;
+mod recovery;
 mod replay;
 mod request_cost;
 mod tail_delivery;
@@ -41,6 +42,18 @@ pub(crate) struct Bench {
 }
 
 impl Bench {
+    /// The node's own objects, as the raw baselines read them.
+    pub(crate) fn node_store(&self) -> Result<Arc<dyn ObjectStorage>, crate::Error> {
+        match self.options.store {
+            crate::args::Store::Moto => crate::raw::raw_store(
+                crate::args::Store::Moto,
+                std::path::Path::new(""),
+                &self.node.prefix,
+            ),
+            other => crate::raw::raw_store(other, &self.node.objects_dir(), ""),
+        }
+    }
+
     /// A new life of the node: empty caches.
     pub(crate) async fn restart(&mut self) -> Result<(), crate::Error> {
         self.node.stop()?;

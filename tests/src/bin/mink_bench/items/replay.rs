@@ -2,7 +2,6 @@
 //! sequential GETs of the same objects.
 
 use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -11,10 +10,8 @@ use mink_s3stream::engine::EngineSettings;
 
 use super::now_ms;
 use crate::MINK_BATCHES;
-use crate::args::Store;
 use crate::client::{body_len, header_u64};
 use crate::node::cpu_seconds;
-use crate::raw::raw_store;
 use crate::report::verdict;
 use crate::rows::{kv_fields, mink_batch};
 
@@ -81,10 +78,7 @@ impl Bench {
         let end = self.client.high_watermark("replay", 0).await?;
         self.node.stop()?;
         // The raw baseline: sequential whole-object GETs of every committed object of the node.
-        let node_store = match self.options.store {
-            Store::Moto => raw_store(Store::Moto, Path::new(""), &self.node.prefix)?,
-            other => raw_store(other, &self.node.objects_dir(), "")?,
-        };
+        let node_store = self.node_store()?;
         let objects = node_store
             .list("data/")
             .await
