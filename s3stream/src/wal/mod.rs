@@ -2,6 +2,7 @@
 //!
 //! - [`writer`]: group commit with several PUTs in flight and acknowledgements released strictly
 //!   in submission order.
+//! - `settings` and `error`: [`WalSettings`], [`WalError`] and [`WalIdError`].
 //! - [`replay`]: reading a node's WAL back at recovery, through the metadata's WAL registry.
 //!
 //! The bytes of a WAL object are laid out in [`crate::format::wal`].
@@ -9,14 +10,15 @@
 //! Object keys are `{wal_prefix}{node}/{id:016x}`, with ids reserved in blocks from the metadata
 //! (the WAL registry) before they are used, so recovery never lists the bucket.
 
+mod error;
 pub mod replay;
+mod settings;
 pub mod writer;
 
 pub use crate::format::wal::{WalFormatError, WalRecord, WalSpan};
-pub use writer::{
-    Ack, AckFence, WalError, WalIdError, WalIdSource, WalMetrics, WalSettings, WalWriter,
-    WrittenObject,
-};
+pub use error::{WalError, WalIdError};
+pub use settings::WalSettings;
+pub use writer::{Ack, AckFence, WalIdSource, WalMetrics, WalWriter, WrittenObject};
 
 /// The key prefix of `node`'s WAL objects under the WAL root `root` (ending in `/` unless empty).
 pub fn node_prefix(root: &str, node: &str) -> String {

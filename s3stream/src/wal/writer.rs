@@ -32,13 +32,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mink_runtime::Backoff;
-use serde::{Deserialize, Serialize};
 
+use super::{WalError, WalIdError, WalSettings};
 use crate::failpoints::{self, Failpoints};
 use crate::format::wal::{self, WalRecord, WalSpan};
 use crate::stages::{AppendStage, StageObserver};
-use crate::storage::{ObjectStorage, StorageError};
+use crate::storage::ObjectStorage;
 
 /// Called once per submitted record with its outcome, in submission order.
 pub type Ack = Box<dyn FnOnce(Result<(), WalError>) + Send>;
@@ -59,109 +58,6 @@ pub trait AckFence: Send + Sync + std::fmt::Debug + 'static {
 pub trait WalIdSource: Send + Sync + 'static {
     /// Reserves and registers the next block of ids.
     async fn reserve(&self) -> Result<Range<u64>, WalIdError>;
-}
-
-/// Why a block of WAL ids could not be reserved.
-#[derive(Debug, thiserror::Error)]
-#[error("could not reserve WAL object ids: {source}")]
-pub struct WalIdError {
-    /// What went wrong.
-    #[source]
-    pub source: Box<dyn std::error::Error + Send + Sync + 'static>,
-}
-
-/// Settings of the WAL writer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct WalSettings {
-    /// PUTs of WAL objects that may be in flight at once. More slots lower latency under load
-    /// and raise the PUT rate (and the bill). Default 8.
-    pub max_inflight_puts: usize,
-    /// A group is sealed when its records reach this many bytes. Default 8 MiB.
-    pub max_object_bytes: usize,
-    /// Data blocks in WAL objects are cut at about this size (WAL objects are laid out like
-    /// committed objects, so that the compactor can commit a large one as it is). Default 1 MiB.
-    pub block_bytes: usize,
-    /// First retry delay of a failed PUT; doubles per attempt, each delay stretched by a random
-    /// jitter of up to its own length. Default 20 ms.
-    #[serde(with = "mink_runtime::duration_ms")]
-    pub retry_initial_backoff: Duration,
-    /// Largest retry delay. Default 1 s.
-    #[serde(with = "mink_runtime::duration_ms")]
-    pub retry_max_backoff: Duration,
-    /// How long a PUT keeps being retried before its appends fail. Default 30 s.
-    #[serde(with = "mink_runtime::duration_ms")]
-    pub retry_deadline: Duration,
-    /// The open group is uploaded no sooner than this long after the last PUT started (it
-    /// gathers appends meanwhile): fewer, larger PUTs under load, at the cost of latency. An
-    /// append after a quiet spell is not held, nor is a full group. Default 0: off.
-    #[serde(with = "mink_runtime::duration_ms")]
-    pub min_put_interval: Duration,
-}
-
-impl WalSettings {
-    /// The delays between attempts of a failed PUT or id reservation.
-    fn retry_backoff(&self) -> Backoff {
-        Backoff::new(self.retry_initial_backoff, self.retry_max_backoff)
-    }
-}
-
-impl Default for WalSettings {
-    fn default() -> Self {
-        WalSettings {
-            max_inflight_puts: 8,
-            max_object_bytes: 8 << 20,
-            block_bytes: 1 << 20,
-            retry_initial_backoff: Duration::from_millis(20),
-            retry_max_backoff: Duration::from_secs(1),
-            retry_deadline: Duration::from_secs(30),
-            min_put_interval: Duration::ZERO,
-        }
-    }
-}
-
-/// Why an append did not become durable.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum WalError {
-    /// The PUT carrying the append failed after every retry.
-    #[error("WAL object {key} could not be written after {attempts} attempts: {source}")]
-    PutFailed {
-        /// The WAL object's key.
-        key: String,
-        /// Attempts made.
-        attempts: u32,
-        /// The last storage error.
-        source: Arc<StorageError>,
-    },
-    /// An earlier WAL object failed, so this append cannot be acknowledged in order. The engine
-    /// must be reopened; recovery replays what landed.
-    #[error("the WAL failed earlier ({cause}); appends are refused until the engine is reopened")]
-    Failed {
-        /// The first failure.
-        cause: Arc<WalError>,
-    },
-    /// No WAL object id could be reserved.
-    #[error("{source}")]
-    Ids {
-        /// What went wrong.
-        source: Arc<WalIdError>,
-    },
-    /// A failpoint armed by a test fired (a simulated crash).
-    #[error("failpoint {0} fired")]
-    Failpoint(&'static str),
-    /// The writer was shut down before the append was uploaded.
-    #[error("the WAL is shut down")]
-    ShutDown,
-    /// The PUT of WAL object `key` succeeded after the node could prove its lease alive, so its
-    /// appends are not acknowledged; the node must rejoin as a new incarnation.
-    #[error(
-        "WAL object {key} was written after the node's lease deadline; the node stops acknowledging appends until it rejoins the cluster"
-    )]
-    Fenced {
-        /// The WAL object's key.
-        key: String,
-    },
 }
 
 /// Counters of the WAL writer.

@@ -1,0 +1,56 @@
+//! The WAL writer's settings (`[engine.wal]` in a node's configuration).
+
+use std::time::Duration;
+
+use mink_runtime::Backoff;
+use serde::{Deserialize, Serialize};
+
+/// Settings of the WAL writer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WalSettings {
+    /// PUTs of WAL objects that may be in flight at once. More slots lower latency under load
+    /// and raise the PUT rate (and the bill). Default 8.
+    pub max_inflight_puts: usize,
+    /// A group is sealed when its records reach this many bytes. Default 8 MiB.
+    pub max_object_bytes: usize,
+    /// Data blocks in WAL objects are cut at about this size (WAL objects are laid out like
+    /// committed objects, so that the compactor can commit a large one as it is). Default 1 MiB.
+    pub block_bytes: usize,
+    /// First retry delay of a failed PUT; doubles per attempt, each delay stretched by a random
+    /// jitter of up to its own length. Default 20 ms.
+    #[serde(with = "mink_runtime::duration_ms")]
+    pub retry_initial_backoff: Duration,
+    /// Largest retry delay. Default 1 s.
+    #[serde(with = "mink_runtime::duration_ms")]
+    pub retry_max_backoff: Duration,
+    /// How long a PUT keeps being retried before its appends fail. Default 30 s.
+    #[serde(with = "mink_runtime::duration_ms")]
+    pub retry_deadline: Duration,
+    /// The open group is uploaded no sooner than this long after the last PUT started (it
+    /// gathers appends meanwhile): fewer, larger PUTs under load, at the cost of latency. An
+    /// append after a quiet spell is not held, nor is a full group. Default 0: off.
+    #[serde(with = "mink_runtime::duration_ms")]
+    pub min_put_interval: Duration,
+}
+
+impl WalSettings {
+    /// The delays between attempts of a failed PUT or id reservation.
+    pub(crate) fn retry_backoff(&self) -> Backoff {
+        Backoff::new(self.retry_initial_backoff, self.retry_max_backoff)
+    }
+}
+
+impl Default for WalSettings {
+    fn default() -> Self {
+        WalSettings {
+            max_inflight_puts: 8,
+            max_object_bytes: 8 << 20,
+            block_bytes: 1 << 20,
+            retry_initial_backoff: Duration::from_millis(20),
+            retry_max_backoff: Duration::from_secs(1),
+            retry_deadline: Duration::from_secs(30),
+            min_put_interval: Duration::ZERO,
+        }
+    }
+}
