@@ -7,7 +7,7 @@
 //! The client commands print words at a terminal and JSON when piped, and exit with status 1
 //! and the node's error (status, kind, message) when a request fails.
 //!
-//! The files: `flags` (the flags of `serve` and how they lay over the file), `serve` (a node's
+//! The files: `allocator` (the global allocator and its tuning), `flags` (the flags of `serve` and how they lay over the file), `serve` (a node's
 //! run: logs, signals, rejoining after a lost lease); the client: `client` (the node's URL and
 //! token, requests, errors), `output` (human or machine output, progress bars), `tables`,
 //! `admin` (metadata snapshots: backup, restore, on the stores directly),
@@ -15,6 +15,7 @@
 //! file, the commands.
 
 mod admin;
+mod allocator;
 mod append;
 mod buckets;
 mod client;
@@ -32,11 +33,6 @@ use mink_server::Settings;
 
 use flags::ServeArgs;
 
-/// mimalloc rather than the system allocator: a node holds and frees many page-sized buffers
-/// (block cache pages, batches in flight), which the system allocator maps and unmaps afresh
-/// each time, paying a page fault per 4 KiB touched.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use serve::{Stopped, serve};
 
 use append::AppendArgs;
@@ -139,6 +135,7 @@ fn runtime(mut builder: tokio::runtime::Builder) -> Option<tokio::runtime::Runti
 }
 
 fn main() -> ExitCode {
+    allocator::keep_freed_memory();
     let cli = Cli::parse();
     match cli.command {
         Command::DefaultConfig => {
