@@ -674,6 +674,69 @@ async fn large_streams_get_stream_objects_and_reads_span_objects() {
 }
 
 #[tokio::test]
+async fn a_sequential_reader_finds_the_next_object_loaded_when_it_gets_there() {
+    let world = World::new();
+    let base = no_tail_cache();
+    let settings = EngineSettings {
+        compaction: CompactionSettings {
+            stream_object_bytes: 4 << 10,
+            block_bytes: 1 << 10,
+            ..base.compaction.clone()
+        },
+        ..base
+    };
+    let engine = world.engine("n1", settings).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    // Two stream objects of 20 batches (40 offsets) each.
+    for _ in 0..2 {
+        for i in 0..20u8 {
+            stream
+                .append(2, Bytes::from(vec![i; 500]))
+                .await
+                .unwrap()
+                .durable()
+                .await
+                .unwrap();
+        }
+        engine.compact_now().await.unwrap();
+    }
+    let gets = || counter(&engine.metrics().object_gets);
+    // Read most of the first object in steps of two batches, as a catch-up reader does (a read
+    // that ends at an object's end already looks into the next one, so stop short of it).
+    let mut cursor = 0;
+    while cursor < 36 {
+        let batches = stream
+            .fetch(cursor, u64::MAX, 1000, ReadBound::Confirmed)
+            .await
+            .unwrap();
+        cursor = batches.last().unwrap().end_offset();
+    }
+    assert_eq!(cursor, 36);
+    // The next object's loads were started in the background: wait until they are done.
+    let mut last = gets();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = gets();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let before = gets();
+    let batches = stream
+        .fetch(36, u64::MAX, 1 << 20, ReadBound::Confirmed)
+        .await
+        .unwrap();
+    assert_eq!(batches.last().unwrap().end_offset(), 80);
+    assert_eq!(
+        gets(),
+        before,
+        "the second object's index and data were loaded before the reader reached it"
+    );
+}
+
+#[tokio::test]
 async fn a_tail_reader_is_served_from_the_tail_cache_without_gets() {
     let world = World::new();
     let engine = world.engine("n1", manual()).await;

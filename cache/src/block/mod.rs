@@ -172,6 +172,21 @@ impl BlockCache {
         Ok(parts)
     }
 
+    /// Starts loading bytes `range` of object `object_id` in the background, as readahead (the
+    /// same in-flight bound; pages cached or loading already are skipped): for a sequential
+    /// reader about to move on to its next object, which [`BlockCache::read_sequential`] cannot
+    /// see coming.
+    pub fn prefetch(
+        &self,
+        object_id: u64,
+        object_size: u64,
+        range: Range<u64>,
+        loader: &Arc<dyn PageLoader>,
+    ) {
+        let range = range.start.min(object_size)..range.end.min(object_size);
+        self.inner.read_ahead(object_id, object_size, range, loader);
+    }
+
     /// Drops every cached page of an object (e.g. once it has been deleted).
     pub fn invalidate_object(&self, object_id: u64, object_size: u64) {
         for page_index in 0..object_size.div_ceil(self.inner.settings.page_size) {

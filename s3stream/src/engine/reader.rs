@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use mink_cache::{Caches, LoadError, PageLoader, ReadaheadState, Weighted};
-use mink_metadata::{Metadata, ObjectRecord};
+use mink_metadata::{CoveringRange, Metadata, ObjectRecord};
 
 use super::lock::lock;
 use super::metrics::EngineMetrics;
@@ -167,12 +167,16 @@ impl ObjectReader {
                     ),
                 });
             }
-            for covering in covering {
+            let list = covering;
+            for (k, covering) in list.iter().enumerate() {
                 if covering.range.start_offset > cursor || cursor >= to {
                     break;
                 }
                 let object = &covering.object;
                 state.limit_object(object.id, covering.range.position + covering.range.len);
+                if let Some(next) = list.get(k + 1).filter(|n| n.range.start_offset < to) {
+                    self.prefetch_next(next, state.window());
+                }
                 let index = self.index(object).await?;
                 let loader = self.loader(object);
                 let start = cursor;
@@ -216,6 +220,31 @@ impl ObjectReader {
         }
         *lock(readahead) = state;
         Ok(out)
+    }
+
+    /// A sequential reader (readahead `window` > 0) has started on an object: starts loading
+    /// the tail of the next one (footer and index) and the first `window` bytes of this
+    /// stream's data in it, so the reader does not stall at the boundary.
+    fn prefetch_next(&self, next: &CoveringRange, window: u64) {
+        if window == 0 {
+            return;
+        }
+        let (object, range) = (&next.object, &next.range);
+        let loader = self.loader(object);
+        let blocks = &self.caches.blocks;
+        blocks.prefetch(
+            object.id,
+            object.size,
+            object.size.saturating_sub(TAIL_READ)..object.size,
+            &loader,
+        );
+        let data_end = range.position.saturating_add(range.len);
+        blocks.prefetch(
+            object.id,
+            object.size,
+            range.position..data_end.min(range.position.saturating_add(window)),
+            &loader,
+        );
     }
 
     /// The object's block index, from the index cache or from its tail.
