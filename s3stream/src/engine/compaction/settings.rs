@@ -17,7 +17,8 @@ pub struct CompactionSettings {
     /// and the next round starts at once after it. Room under `max_uncompacted_bytes` is
     /// given back at the end of a round, so smaller rounds give it back sooner and in smaller
     /// steps: appends that wait under back-pressure wait for one round of this size, not for
-    /// everything that piled up. Default 64 MiB.
+    /// everything that piled up. Each round is one metadata commit, and a stream with at least
+    /// `stream_object_bytes` in it gets an object of up to this size. Default 16 MiB.
     pub max_round_bytes: u64,
     /// A stream with at least this many bytes in a round gets its own stream object; smaller
     /// ones share a stream-set object. Default 8 MiB.
@@ -68,7 +69,7 @@ impl Default for CompactionSettings {
         CompactionSettings {
             interval: Duration::from_secs(2),
             trigger_bytes: 32 << 20,
-            max_round_bytes: 64 << 20,
+            max_round_bytes: 16 << 20,
             stream_object_bytes: 8 << 20,
             block_bytes: 1 << 20,
             max_object_bytes: 64 << 20,
