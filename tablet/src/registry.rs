@@ -210,7 +210,8 @@ pub(crate) fn encode(stream_id: u64) -> Vec<u8> {
     out
 }
 
-/// Decodes a registry value; never panics. Public for the fuzz targets only.
+/// Decodes a registry value; never panics. Public for the fuzz targets and the chaos harness
+/// only.
 #[doc(hidden)]
 pub fn decode(key: &str, raw: &[u8]) -> Result<u64> {
     let corrupt = |reason: String| TabletError::CorruptMetadata {

@@ -1,5 +1,5 @@
-//! The process's allocator: mimalloc, with freed memory kept for a second before it goes back
-//! to the OS.
+//! The process's allocator: mimalloc, with freed memory kept for ten seconds before it goes
+//! back to the OS.
 //!
 //! mimalloc rather than the system allocator: a node holds and frees many page-sized buffers
 //! (block cache pages, WAL groups, request bodies, batches in flight), which the system

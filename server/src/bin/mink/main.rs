@@ -7,12 +7,12 @@
 //! The client commands print words at a terminal and JSON when piped, and exit with status 1
 //! and the node's error (status, kind, message) when a request fails.
 //!
-//! The files: `allocator` (the global allocator and its tuning), `flags` (the flags of `serve` and how they lay over the file), `serve` (a node's
-//! run: logs, signals, rejoining after a lost lease); the client: `client` (the node's URL and
-//! token, requests, errors), `output` (human or machine output, progress bars), `tables`,
-//! `admin` (metadata snapshots: backup, restore, on the stores directly),
-//! `append`, `read` (read and tail), `buckets` (offsets, trim, writer ids), `transfer`; and this
-//! file, the commands.
+//! The files: `allocator` (the global allocator and its tuning), `flags` (the flags of `serve`
+//! and how they lay over the file), `serve` (a node's run: logs, signals, rejoining after a
+//! lost lease); the client: `client` (the node's URL and token, requests, errors), `output`
+//! (human or machine output, progress bars), `tables`, `admin` (metadata snapshots: backup,
+//! restore, on the stores directly), `append`, `read` (read and tail), `buckets` (offsets,
+//! trim, writer ids), `transfer`; and this file, the commands.
 
 mod admin;
 mod allocator;

@@ -503,14 +503,9 @@ fn at_loss(node: &NodeProcess) -> Result<AtLoss, Error> {
         } else if let Some(rest) = key.strip_prefix(mink_tablet::registry::TABLETS)
             && rest.split(['/', '@']).next() == Some(TABLE)
         {
-            // `{table}[@n]/{partition}/{bucket}` -> `MKTR`, version, stream id (see
-            // tablet/src/registry.rs).
+            // `{table}[@n]/{partition}/{bucket}` -> the bucket's stream id.
             let bucket = rest.rsplit('/').next().and_then(|b| b.parse::<u32>().ok());
-            let stream = value
-                .get(5..13)
-                .filter(|_| value.starts_with(b"MKTR"))
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes);
+            let stream = mink_tablet::registry::decode(key, value).ok();
             if let (Some(bucket), Some(stream)) = (bucket, stream) {
                 buckets.insert(stream, bucket);
             }
