@@ -135,6 +135,7 @@ fn runtime(mut builder: tokio::runtime::Builder) -> Option<tokio::runtime::Runti
 }
 
 fn main() -> ExitCode {
+    allocator::no_transparent_huge_pages();
     allocator::keep_freed_memory();
     let cli = Cli::parse();
     match cli.command {
