@@ -49,6 +49,8 @@ pub struct NodeProcess {
     flight_listen: String,
     /// `kafka.listen` of every life (`none` unless [`NodeProcess::with_kafka`]).
     kafka_listen: String,
+    /// Environment variables of every life ([`NodeProcess::with_env`]).
+    env: Vec<(String, String)>,
 }
 
 impl NodeProcess {
@@ -65,7 +67,13 @@ impl NodeProcess {
             child: None,
             flight_listen: "none".to_owned(),
             kafka_listen: "none".to_owned(),
+            env: Vec::new(),
         })
+    }
+
+    /// Sets an environment variable of every life from the next start on.
+    pub fn with_env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_owned(), value.to_owned()));
     }
 
     /// Serves Arrow Flight too, on a free port of its host; returns that port.
@@ -153,6 +161,7 @@ impl NodeProcess {
             .env("RUST_LOG", "warn")
             .env("MINK_FLIGHT_LISTEN", &self.flight_listen)
             .env("MINK_KAFKA_LISTEN", &self.kafka_listen)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

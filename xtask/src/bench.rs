@@ -31,13 +31,18 @@ use crate::{Result, cargo, install, root, run, target_dir};
 /// The stores every end-to-end part runs against.
 const STORES: [&str; 3] = ["local", "moto", "s3-standard"];
 
-/// `cargo xtask bench [--quick]`.
+/// `cargo xtask bench [--quick] [--scale]`.
 pub(crate) fn bench(args: &[String]) -> Result {
     let quick = args.iter().any(|a| a == "--quick");
-    if let Some(other) = args.iter().find(|a| *a != "--quick") {
-        return Err(format!("unknown bench option `{other}` (only --quick)"));
+    if let Some(other) = args.iter().find(|a| *a != "--quick" && *a != "--scale") {
+        return Err(format!(
+            "unknown bench option `{other}` (only --quick and --scale)"
+        ));
     }
     install::build_tools()?;
+    if args.iter().any(|a| a == "--scale") {
+        return scale(quick);
+    }
     let mode = if quick { "quick" } else { "full" };
     let results = root().join("bench").join("results").join(mode);
     std::fs::create_dir_all(&results).map_err(|e| format!("create {}: {e}", results.display()))?;
@@ -174,6 +179,73 @@ pub(crate) fn bench(args: &[String]) -> Result {
     finish(&python, &results, mode, started, &engine, Some(&http_out))
 }
 
+/// `cargo xtask bench --scale [--quick]`: the curves of the costs as the work grows, on local
+/// files and in process, apart from the other runs because their large points take long: open
+/// tablets at 1k / 10k / 100k buckets (`mink_bench --scale`: first-open latency, memory per
+/// open tablet, graceful stop) and the object index at 10k / 100k / 1M committed objects
+/// (`metadata/examples/index_scale.rs`: memory per object, open time, lookup latency). `--quick`
+/// leaves out the largest point of each. Writes `bench/results/scale/` (`scale-quick/`):
+/// `report.md`, the CSV files and `scale.png`.
+fn scale(quick: bool) -> Result {
+    let results =
+        root()
+            .join("bench")
+            .join("results")
+            .join(if quick { "scale-quick" } else { "scale" });
+    std::fs::create_dir_all(&results).map_err(|e| format!("create {}: {e}", results.display()))?;
+    let python = matplotlib()?;
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--package",
+        "mink-metadata",
+        "--example",
+        "index_scale",
+    ]);
+    run(build)?;
+    crate::build_node_and_driver(true, "mink_bench")?;
+    let release = target_dir().join("release");
+    let started = Instant::now();
+    let mut command = Command::new(release.join("mink_bench"));
+    command
+        .arg("--node")
+        .arg(release.join("mink"))
+        .arg("--scale")
+        .arg("--out")
+        .arg(&results);
+    if quick {
+        command.arg("--quick");
+    }
+    run(command)?;
+    let mut command = Command::new(release.join("examples").join("index_scale"));
+    command.arg("--out").arg(&results);
+    if quick {
+        command.args(["--objects", "10000,100000"]);
+    }
+    run(command)?;
+    let script = results.join("charts.py");
+    std::fs::write(&script, SCALE_CHARTS)
+        .map_err(|e| format!("write {}: {e}", script.display()))?;
+    let mut command = Command::new(&python);
+    command.arg(&script).arg(&results);
+    let drawn = run(command);
+    let _ = std::fs::remove_file(&script);
+    drawn?;
+    let seconds = started.elapsed().as_secs();
+    let mut report = header(if quick { "scale-quick" } else { "scale" }, seconds);
+    report += &read(&results.join("scale-buckets.md"))?;
+    report += &read(&results.join("scale-objects.md"))?;
+    report += "![Scale curves](scale.png)\n";
+    let path = results.join("report.md");
+    std::fs::write(&path, report).map_err(|e| format!("write {}: {e}", path.display()))?;
+    eprintln!(
+        "xtask: bench (scale) took {seconds} s after the build; report in {}",
+        path.display()
+    );
+    Ok(())
+}
+
 /// Draws the charts and writes `report.md`.
 fn finish(
     python: &Path,
@@ -249,29 +321,41 @@ fn header(mode: &str, seconds: u64) -> String {
     let date = output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
     let commit = output("git", &["rev-parse", "--short", "HEAD"]);
     let kernel = output("uname", &["-r"]);
-    format!(
+    let (flags, ran) = match mode {
+        "quick" => (
+            " --quick",
+            "codec micro-benchmarks, the node on three stores",
+        ),
+        "full" => (
+            "",
+            "codec micro-benchmarks, the node on three stores, the in-process engine and HTTP benches",
+        ),
+        "scale" => (" --scale", "open tablets and the object index as they grow"),
+        _ => (
+            " --scale --quick",
+            "open tablets and the object index as they grow",
+        ),
+    };
+    let mut head = format!(
         "# Mink benchmark report ({mode})\n\n\
          | | |\n|---|---|\n\
-         | command | `cargo xtask bench{}` |\n\
+         | command | `cargo xtask bench{flags}` |\n\
          | date | {date} |\n| commit | {commit} |\n\
          | machine | {cores} cores ({cpu}), {memory} memory, Linux {kernel} |\n\
-         | duration | {seconds} s after the build (codec micro-benchmarks, the node on three \
-         stores{}) |\n\n\
-         How to read it: every figure stands beside a baseline measured in the same run against \
+         | duration | {seconds} s after the build ({ran}) |\n\n"
+    );
+    if mode.starts_with("scale") {
+        return head;
+    }
+    head += "How to read it: every figure stands beside a baseline measured in the same run against \
          the same store (a raw PUT or GET of the same bytes, or the same read without the \
          feature), because these machines are shared and noisy; the ratio is what to compare. \
          Goals are from issue 8; a missed goal says **missed**. On `local` and `moto` the store \
          shares the machine's cores and disk with the node (moto is a Python process), and \
          compaction writes the bytes of small WAL objects a second time (large ones are \
          committed as they are); `s3-standard` adds S3 Standard's modelled \
-         latency and per-request bandwidth to local files, on both the node and the baseline.\n\n",
-        if mode == "quick" { " --quick" } else { "" },
-        if mode == "quick" {
-            ""
-        } else {
-            ", the in-process engine and HTTP benches"
-        }
-    )
+         latency and per-request bandwidth to local files, on both the node and the baseline.\n\n";
+    head
 }
 
 /// A Python with matplotlib: the virtual environment under `.tools/venv`, created on first use.
@@ -402,4 +486,61 @@ if cost:
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "cost.png"), dpi=110)
+"##;
+
+/// `scale.png`: the open-tablet and object-index curves of `--scale`.
+const SCALE_CHARTS: &str = r##"
+import csv, sys, os
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+out = sys.argv[1]
+
+def rows(name):
+    with open(os.path.join(out, name)) as f:
+        return list(csv.DictReader(f))
+
+buckets = rows("scale-buckets.csv")
+objects = rows("scale-objects.csv")
+fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
+
+ax = axes[0]
+n = [int(r["tablets"]) for r in buckets]
+ax.plot(n, [float(r["kib_per_tablet"]) for r in buckets], "o-", label="KiB per open tablet (RSS)")
+ax.plot(n, [float(r["p99_ms"]) for r in buckets], "s-", label="first append p99 (ms)")
+ax.plot(n, [float(r["p50_ms"]) for r in buckets], "^-", label="first append p50 (ms)")
+ax.set_xscale("log")
+ax.set_yscale("log")
+ax.set_xlabel("open tablets")
+ax.set_title("Open tablets: memory and first-open latency")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8)
+
+ax = axes[1]
+ax.plot(n, [float(r["stop_s"]) for r in buckets], "o-", label="graceful stop (s)")
+ax.axhline(5.0, color="red", linestyle="--", linewidth=1, label="goal at 10k: 5 s")
+ax.set_xscale("log")
+ax.set_xlabel("open tablets")
+ax.set_ylabel("seconds")
+ax.set_title("Open tablets: SIGTERM to exit")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8)
+
+ax = axes[2]
+m = [int(r["objects"]) for r in objects]
+ax.plot(m, [float(r["index_bytes_per_object"]) for r in objects], "o-", label="index bytes per object")
+ax.plot(m, [float(r["encoded_bytes_per_object"]) for r in objects], "o--", label="encoded record bytes")
+ax.plot(m, [float(r["lookup_p50_ns"]) for r in objects], "s-", label="lookup p50 (ns)")
+ax.plot(m, [float(r["lookup_p99_ns"]) for r in objects], "^-", label="lookup p99 (ns)")
+ax.plot(m, [float(r["open_ms"]) for r in objects], "d-", label="open, index rebuild (ms)")
+ax.set_xscale("log")
+ax.set_yscale("log")
+ax.set_xlabel("committed objects")
+ax.set_title("Object index: memory, lookup, open")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8)
+
+fig.tight_layout()
+fig.savefig(os.path.join(out, "scale.png"), dpi=110)
 "##;

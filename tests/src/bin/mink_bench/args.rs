@@ -60,6 +60,11 @@ pub(crate) struct Options {
     /// `DIR/cluster.md`. `--store` is not used.
     #[arg(long)]
     pub(crate) cluster: bool,
+    /// The scale curve of open tablets only: the first append to 1k, 10k and 100k buckets (1k and
+    /// 10k with `--quick`), each on a fresh node on local files; writes `DIR/scale-buckets.md`
+    /// and `DIR/scale-buckets.csv`. `--store` is not used.
+    #[arg(long, conflicts_with = "cluster")]
+    pub(crate) scale: bool,
     /// The folder the report and the CSV files go to.
     #[arg(long, value_name = "DIR", value_parser = non_empty_path)]
     pub(crate) out: PathBuf,
@@ -102,6 +107,12 @@ mod tests {
             Store::Moto
         );
         assert!(Options::try_parse_from(args("--node n --store s3 --out o")).is_err());
+        assert!(
+            Options::try_parse_from(args("--node n --out o --scale"))
+                .unwrap()
+                .scale
+        );
+        assert!(Options::try_parse_from(args("--node n --out o --scale --cluster")).is_err());
         assert!(Options::try_parse_from(args("--node n")).is_err());
         assert!(Options::try_parse_from(args("--out o")).is_err());
     }

@@ -45,6 +45,9 @@
 //!    append, and from an owner's kill -9 to a survivor's (`cluster.rs`; writes
 //!    `DIR/cluster.md`).
 //!
+//! With `--scale` (alone): item 12 as a curve, at 1k, 10k and 100k buckets (`scale.rs`; writes
+//! `DIR/scale-buckets.md` and `DIR/scale-buckets.csv`).
+//!
 //! Stores: `local` (object_store on local files, the embedded default), `moto` (the S3 server
 //! named by `MINK_TEST_S3_ENDPOINT` / `MINK_TEST_S3_BUCKET`), `s3-standard` (local files wearing
 //! the S3 Standard latency model; the node needs the `chaos` feature for it). Metadata is the
@@ -53,6 +56,7 @@
 //! ```text
 //! mink_bench --node PATH --store local|moto|s3-standard [--quick] --out DIR
 //! mink_bench --node PATH --cluster [--quick] --out DIR
+//! mink_bench --node PATH --scale [--quick] --out DIR
 //! ```
 //!
 //! Writes `DIR/node-STORE.md` (Markdown tables), `DIR/latency-STORE.csv` (percentiles per series)
@@ -71,6 +75,7 @@ mod node;
 mod raw;
 mod report;
 mod rows;
+mod scale;
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -78,7 +83,6 @@ use std::time::Instant;
 
 use args::Options;
 use clap::Parser as _;
-use client::Client;
 use items::Bench;
 use node::NodeProcess;
 use raw::raw_store;
@@ -124,16 +128,7 @@ async fn run(options: Options) -> Result<(), Error> {
         &scratch.join("raw"),
         &format!("{}-raw", node.prefix),
     )?;
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(2048)
-        .build()
-        .map_err(|e| format!("HTTP client: {e}"))?;
-    node.start()?;
-    node.wait_ready(&http).await?;
-    let client = Client {
-        http,
-        url: node.url(),
-    };
+    let client = node.serve().await?;
     let store = options.store;
     let quick = options.quick;
     let mut bench = Bench {
@@ -254,6 +249,8 @@ async fn main() -> ExitCode {
     let options = Options::parse();
     let outcome = if options.cluster {
         run_cluster(&options).await
+    } else if options.scale {
+        scale::run(&options).await
     } else {
         run(options).await
     };

@@ -69,6 +69,20 @@ impl NodeProcess {
         c
     }
 
+    /// Starts the node and waits until it serves; returns the driver's client of it.
+    pub(crate) async fn serve(&mut self) -> Result<crate::client::Client, Error> {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(2048)
+            .build()
+            .map_err(|e| format!("HTTP client: {e}"))?;
+        self.start()?;
+        self.wait_ready(&http).await?;
+        Ok(crate::client::Client {
+            http,
+            url: self.url(),
+        })
+    }
+
     pub(crate) fn start(&mut self) -> Result<(), Error> {
         let config = self.config();
         self.process.start(&config, None)

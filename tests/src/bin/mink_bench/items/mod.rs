@@ -19,7 +19,7 @@ mod flight;
 mod group_commit;
 mod idle_append;
 mod kafka;
-mod open_tablets;
+pub(crate) mod open_tablets;
 mod projection;
 mod recovery;
 mod replay;

@@ -13,11 +13,69 @@ use crate::rows::{kv_fields, ndjson_row};
 
 use super::Bench;
 use crate::Error;
+use crate::client::Client;
 
 /// Clients appending at once.
-const CLIENTS: usize = 64;
+pub(crate) const CLIENTS: usize = 64;
 /// Buckets per table (the node's default `limits.max_buckets_per_table` is 1024).
-const BUCKETS: u32 = 1000;
+pub(crate) const BUCKETS: u32 = 1000;
+
+/// Creates `tables` tables of [`BUCKETS`] buckets, named `{prefix}0`, `{prefix}1`, ...
+pub(crate) async fn create_tables(client: &Client, prefix: &str, tables: u32) -> Result<(), Error> {
+    for t in 0..tables {
+        client
+            .create_table(&format!("{prefix}{t}"), kv_fields(), BUCKETS)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The first append to every bucket of the tables of [`create_tables`], from [`CLIENTS`]
+/// clients: each append's latency (ms) and the seconds they all took.
+pub(crate) async fn first_appends(
+    client: &Client,
+    prefix: &str,
+    tables: u32,
+) -> Result<(Vec<f64>, f64), Error> {
+    let keys: Arc<Vec<String>> = Arc::new(
+        (0..tables)
+            .flat_map(|t| (0..BUCKETS).map(move |b| (t, b)))
+            .map(|(t, b)| client.records(&format!("{prefix}{t}"), b))
+            .collect(),
+    );
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (http, keys, next) = (client.http.clone(), keys.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(url) = keys.get(i) else {
+                    return Ok::<_, Error>(latencies);
+                };
+                let sent = Instant::now();
+                let r = http
+                    .post(url)
+                    .header("content-type", "application/x-ndjson")
+                    .body(ndjson_row(i as u64))
+                    .send()
+                    .await
+                    .map_err(|e| format!("append: {e}"))?;
+                if !r.status().is_success() {
+                    return Err(format!("append to {url}: {}", r.status()));
+                }
+                latencies.push(ms(sent.elapsed()));
+            }
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.map_err(|e| format!("client task: {e}"))??);
+    }
+    Ok((latencies, started.elapsed().as_secs_f64()))
+}
 
 impl Bench {
     /// Item 12: first appends to many buckets, memory per open tablet, graceful stop.
@@ -26,50 +84,9 @@ impl Bench {
         // A fresh life, so that the tablets open here are all it holds.
         self.restart().await?;
         let pid = self.node.pid().ok_or("the node is not running")?;
-        for t in 0..tables {
-            self.client
-                .create_table(&format!("open{t}"), kv_fields(), BUCKETS)
-                .await?;
-        }
+        create_tables(&self.client, "open", tables).await?;
         let rss_before = proc_kib(pid, "VmRSS:").unwrap_or(0);
-        let keys: Arc<Vec<String>> = Arc::new(
-            (0..tables)
-                .flat_map(|t| (0..BUCKETS).map(move |b| (t, b)))
-                .map(|(t, b)| self.client.records(&format!("open{t}"), b))
-                .collect(),
-        );
-        let next = Arc::new(AtomicUsize::new(0));
-        let started = Instant::now();
-        let mut tasks = Vec::new();
-        for _ in 0..CLIENTS {
-            let (http, keys, next) = (self.client.http.clone(), keys.clone(), next.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(url) = keys.get(i) else {
-                        return Ok::<_, Error>(latencies);
-                    };
-                    let sent = Instant::now();
-                    let r = http
-                        .post(url)
-                        .header("content-type", "application/x-ndjson")
-                        .body(ndjson_row(i as u64))
-                        .send()
-                        .await
-                        .map_err(|e| format!("append: {e}"))?;
-                    if !r.status().is_success() {
-                        return Err(format!("append to {url}: {}", r.status()));
-                    }
-                    latencies.push(ms(sent.elapsed()));
-                }
-            }));
-        }
-        let mut latencies = Vec::new();
-        for task in tasks {
-            latencies.extend(task.await.map_err(|e| format!("client task: {e}"))??);
-        }
-        let opened = started.elapsed().as_secs_f64();
+        let (mut latencies, opened) = first_appends(&self.client, "open", tables).await?;
         let rss_after = proc_kib(pid, "VmRSS:").unwrap_or(0);
         let p = pct(&mut latencies);
         let stopping = Instant::now();
@@ -77,7 +94,7 @@ impl Bench {
         let stop = stopping.elapsed().as_secs_f64();
         self.node.start()?;
         self.node.wait_ready(&self.client.http).await?;
-        let n = keys.len();
+        let n = (tables * BUCKETS) as usize;
         let per_tablet = (rss_after.saturating_sub(rss_before) as f64) / n as f64;
         let _ = write!(
             self.report.md,
