@@ -7,6 +7,7 @@
 //! cargo xtask lint            cargo fmt --check, clippy -D warnings, unused dependencies (cargo
 //!                             machete) and module cycles inside each crate (see lint.rs)
 //! cargo xtask bench [--quick] micro and end-to-end benchmarks, report in bench/results/ (see bench.rs)
+//! cargo xtask bench --scale   the scale curves (open tablets, the object index), bench/results/scale/
 //! cargo xtask fuzz TARGET|--all [--seconds N]   cargo-fuzz targets of every decoder of network
 //!                             and storage bytes, for a bounded time each (see fuzz.rs); --list
 //! cargo xtask services        start etcd and moto, print their addresses, wait for Ctrl-C
@@ -70,6 +71,9 @@ commands:
   bench [--quick]   benchmarks: codec micro-benchmarks, the stream engine, and the release node
                     over HTTP on local files, moto and the S3 Standard latency model, each
                     beside a raw baseline; report and charts in bench/results/{quick,full}/
+  bench --scale [--quick]
+                    the scale curves: open tablets at 1k/10k/100k buckets and the object
+                    index at 10k/100k/1M objects; report and scale.png in bench/results/scale/
   fuzz TARGET|--all [--seconds N] | --list
                     run cargo-fuzz targets (decoders of batches, WAL and committed objects,
                     metadata values, writer snapshots, registry values, NDJSON, Arrow IPC and
