@@ -57,7 +57,7 @@ pub(crate) async fn start(core: Arc<NodeCore>, addr: SocketAddr) -> std::io::Res
         refused: core.metrics().flight_connections_refused.clone(),
     };
     // The listener is bound first: the URL names the port it got.
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = crate::http::bind(addr)?;
     let bound = listener.local_addr()?;
     let scheme = if settings.http.tls.enabled() {
         "grpc+tls"

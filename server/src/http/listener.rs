@@ -9,6 +9,11 @@
 //! every connection is asked to finish (idle ones close at once, requests in flight are
 //! answered) and the loop returns once the last one has ended; `Node::shutdown` bounds that
 //! wait by `http.shutdown_grace_ms`.
+//!
+//! Every front end (HTTP, Flight, Kafka) binds with [`bind`], whose queue of connections not
+//! yet accepted holds [`LISTEN_BACKLOG`]: with tokio's default of 1,024, a burst of a thousand
+//! writers connecting while the node was busy overflowed it, and the kernel's SYN cookies
+//! then answered some of them with a reset.
 
 use std::collections::HashMap;
 use std::io;
@@ -22,7 +27,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +36,23 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use super::connection::{Activity, ConnectionService, TimedIo, Timeouts};
 use crate::settings::HttpSettings;
+
+/// Connections the kernel queues for a listener before they are accepted (it caps the value at
+/// `net.core.somaxconn`, 4,096 on current Linux).
+pub(crate) const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` (with `SO_REUSEADDR`, as tokio's own `bind`) whose accept queue holds
+/// [`LISTEN_BACKLOG`] connections.
+pub(crate) fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// How long the loop waits after an accept error that is not about one connection.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);

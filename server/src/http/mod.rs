@@ -91,7 +91,7 @@ use tracing::Span;
 pub use headers::{
     HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
 };
-pub(crate) use listener::ConnectionGauges;
+pub(crate) use listener::{ConnectionGauges, bind};
 
 use crate::core::NodeCore;
 use crate::error::ApiError;
@@ -124,7 +124,7 @@ pub(crate) async fn serve_on(
     app: Router,
     gauges: ConnectionGauges,
 ) -> std::io::Result<HttpServer> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = bind(addr)?;
     serve_listener(core, listener, app, gauges)
 }
 

@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::connection;
@@ -32,7 +31,7 @@ pub(crate) async fn start(
     addr: SocketAddr,
     broker_id: i32,
 ) -> std::io::Result<KafkaServer> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = crate::http::bind(addr)?;
     let bound = listener.local_addr()?;
     let (host, port) = match &core.settings().kafka.advertise {
         Some(advertise) => {

@@ -226,3 +226,16 @@ pub(crate) async fn body_len(mut r: reqwest::Response) -> Result<u64, Error> {
 pub(crate) fn header_u64(r: &reqwest::Response, name: &str) -> Option<u64> {
     r.headers().get(name)?.to_str().ok()?.parse().ok()
 }
+
+/// `e` with its causes (`reqwest`'s own text leaves out why a request failed: a refused
+/// connection, one closed before the response, a timeout).
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}

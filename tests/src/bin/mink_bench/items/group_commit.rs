@@ -89,7 +89,7 @@ impl Bench {
                             .body(body.clone())
                             .send()
                             .await
-                            .map_err(|e| format!("append: {e}"))?;
+                            .map_err(|e| format!("append: {}", crate::client::chain(&e)))?;
                         let status = r.status();
                         let text = r.bytes().await.map_err(|e| format!("append answer: {e}"))?;
                         if !status.is_success() {

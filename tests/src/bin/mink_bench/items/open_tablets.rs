@@ -62,7 +62,7 @@ pub(crate) async fn first_appends(
                     .body(ndjson_row(i as u64))
                     .send()
                     .await
-                    .map_err(|e| format!("append: {e}"))?;
+                    .map_err(|e| format!("append: {}", crate::client::chain(&e)))?;
                 if !r.status().is_success() {
                     return Err(format!("append to {url}: {}", r.status()));
                 }

@@ -48,7 +48,7 @@ impl Bench {
                         .body(body.clone())
                         .send()
                         .await
-                        .map_err(|e| format!("append: {e}"))?;
+                        .map_err(|e| format!("append: {}", crate::client::chain(&e)))?;
                     let status = r.status();
                     let _ = r.bytes().await;
                     if !status.is_success() {
