@@ -9,11 +9,13 @@
 //!    the WAL PUTs per append (the node's `/metrics`).
 //! 2. Group commit: tables of 1, 100 and 1000 buckets with concurrent writers (one request in
 //!    flight each, 64 rows of 1 KiB per request as one mink batch): MB/s, rows/s, WAL PUTs/s, p99,
-//!    against the raw sequential PUT throughput of 8 MiB objects.
+//!    against the raw sequential PUT throughput of 8 MiB objects, and against raw PUTs with as
+//!    many in flight as the WAL keeps after each run; each case three times, median and spread.
 //! 3. Tail delivery: from an append's acknowledgement to a parked long-poll reader, and to an SSE
 //!    reader, holding the row.
 //! 4. Catch-up replay of 1 GiB (128 MiB with `--quick`) from committed objects after a restart
-//!    (cold caches) and again (warm), against raw sequential GETs of the same objects.
+//!    (cold caches) and again (warm), against raw sequential GETs of the same objects; three
+//!    lives of the node, median and spread.
 //! 5. Projection: reading 1 of 10 columns vs all 10, rows per second (Arrow IPC responses).
 //! 6. `offset_for_timestamp`: stream fetches per lookup against log2(batches). The node does not
 //!    count the fetches of one lookup, so this item runs an in-process tablet on the same store

@@ -14,7 +14,7 @@ use mink_server::settings::HttpSettings;
 use crate::histogram::{HistogramDelta, delta};
 use crate::node::{cpu_seconds, proc_kib};
 use crate::raw::{raw_put_concurrent, raw_put_throughput};
-use crate::report::{ms, pct, verdict};
+use crate::report::{Pct, RUNS, median, ms, pct, spread, spread_ratio, verdict};
 use crate::rows::{kv_fields, mink_batch};
 use crate::{GROUP_ROWS, MINK_BATCHES};
 
@@ -23,10 +23,13 @@ use crate::Error;
 use crate::client::Client;
 
 impl Bench {
-    /// Items 2 and 7: group commit with 1, 100 and 1000 buckets; the node's peak RSS.
+    /// Items 2 and 7: group commit with 1, 100 and 1000 buckets, each case [`RUNS`] times; the
+    /// node's peak RSS.
     pub(crate) async fn group_commit(&mut self) -> Result<(), Error> {
         let quick = self.options.quick;
-        let seconds = if quick { 5.0 } else { 20.0 };
+        let seconds = if quick { 5.0 } else { 10.0 };
+        // The raw PUTs at the node's concurrency that follow each run.
+        let raw_seconds = if quick { 3.0 } else { 5.0 };
         let raw_mbps =
             raw_put_throughput(self.raw.as_ref(), Duration::from_secs_f64(seconds)).await?;
         let body = mink_batch(GROUP_ROWS)?;
@@ -57,6 +60,9 @@ impl Bench {
             self.report.md,
             "### 2. Group commit: concurrent writers, each with one request of {GROUP_ROWS} rows of \
              1 KiB ({} KiB, one mink batch) in flight, {seconds:.0} s per case\n\n\
+             Each case runs {RUNS} times, on a fresh table each time (so each run opens its \
+             buckets' tablets); a figure is the median of the runs, with the lowest and the highest \
+             in brackets, and a goal is met when the median meets it.\n\n\
              Baseline: raw sequential PUTs of 8 MiB objects to the same store for {seconds:.0} s: **{raw_mbps:.1} MB/s**.\n\n\
              | buckets | writers | MB/s | rows/s | ratio to raw PUT MB/s | WAL PUTs/s | p50 ms | p99 ms | goal >= 0.8x |\n\
              |---|---|---|---|---|---|---|---|---|\n",
@@ -65,121 +71,50 @@ impl Bench {
         let inflight = EngineSettings::default().wal.max_inflight_puts;
         let mut cases = Vec::new();
         for buckets in [1u32, 100, 1000] {
-            let table = format!("group{buckets}");
-            self.client
-                .create_table(&table, kv_fields(), buckets)
+            let mut runs = Vec::new();
+            let mut pooled = Vec::new();
+            for run in 0..RUNS {
+                let table = format!("group{buckets}r{run}");
+                self.client
+                    .create_table(&table, kv_fields(), buckets)
+                    .await?;
+                let (mut case, latencies) = self
+                    .group_case(&table, buckets, &body, seconds, pid)
+                    .await?;
+                pooled.extend(latencies);
+                // The store's limit at the node's concurrency, right after the run: raw PUTs with
+                // as many in flight as the WAL keeps, of the run's mean WAL object.
+                let (mbps, mut latencies) = raw_put_concurrent(
+                    self.raw.clone(),
+                    Duration::from_secs_f64(raw_seconds),
+                    case.object_bytes as usize,
+                    inflight,
+                )
                 .await?;
-            let writers = buckets.max(256);
-            let before = self.client.metrics().await?;
-            let cpu0 = (cpu_seconds(pid), cpu_seconds(std::process::id()));
-            let started = Instant::now();
-            let deadline = started + Duration::from_secs_f64(seconds);
-            let mut tasks = Vec::new();
-            for w in 0..writers {
-                let http = self.client.http.clone();
-                let url = self.client.records(&table, w % buckets);
-                let body = body.clone();
-                tasks.push(tokio::spawn(async move {
-                    let mut latencies = Vec::new();
-                    while Instant::now() < deadline {
-                        let sent = Instant::now();
-                        let r = http
-                            .post(&url)
-                            .header("content-type", MINK_BATCHES)
-                            .body(body.clone())
-                            .send()
-                            .await
-                            .map_err(|e| format!("append: {}", crate::client::chain(&e)))?;
-                        let status = r.status();
-                        let text = r.bytes().await.map_err(|e| format!("append answer: {e}"))?;
-                        if !status.is_success() {
-                            return Err(format!(
-                                "append: {status} {}",
-                                String::from_utf8_lossy(&text)
-                            ));
-                        }
-                        latencies.push(ms(sent.elapsed()));
-                    }
-                    Ok::<_, Error>(latencies)
-                }));
+                case.raw_mbps = mbps;
+                case.raw = pct(&mut latencies);
+                runs.push(case);
             }
-            let mut latencies = Vec::new();
-            let mut later = Vec::new();
-            for task in tasks {
-                let writer = task.await.map_err(|e| format!("writer task: {e}"))??;
-                // A writer's first request may open its connection; the rest reuse it.
-                later.extend(writer.iter().skip(1).copied());
-                latencies.extend(writer);
-            }
-            let later = pct(&mut later);
-            let elapsed = started.elapsed().as_secs_f64();
-            let cpu1 = (cpu_seconds(pid), cpu_seconds(std::process::id()));
-            let after = self.client.metrics().await?;
-            let gained = |name: &str| {
-                let key = format!("mink_{name}_total");
-                after.get(&key).copied().unwrap_or(0.0) - before.get(&key).copied().unwrap_or(0.0)
-            };
-            let puts = gained("wal_puts");
-            let put_bytes = gained("wal_put_bytes");
-            let writes = StoreWrites {
-                wal_puts: puts,
-                wal_bytes: put_bytes,
-                object_puts: gained("object_puts"),
-                object_bytes: gained("object_put_bytes"),
-                appended_bytes: gained("append_bytes"),
-            };
-            let requests = latencies.len() as f64;
-            let mbps = requests * body.len() as f64 / elapsed / 1e6;
-            let p = pct(&mut latencies);
+            let p = pct(&mut pooled);
             self.report
                 .latency(&format!("2. group commit, {buckets} buckets"), &p);
-            let ratio = mbps / raw_mbps;
+            let writers = buckets.max(256);
+            let (median_mbps, _, _) = median(runs.iter().map(|c| c.mbps));
             let _ = writeln!(
                 self.report.md,
-                "| {buckets} | {writers} | {mbps:.1} | {:.0} | **{ratio:.2}x** | {:.0} | {:.1} | {:.1} | {} |",
-                requests * GROUP_ROWS as f64 / elapsed,
-                puts / elapsed,
-                p.p50,
-                p.p99,
-                verdict(ratio >= 0.8),
+                "| {buckets} | {writers} | {} | {} | {} | {} | {} | {} | {} |",
+                spread(runs.iter().map(|c| c.mbps), 1),
+                spread(runs.iter().map(|c| c.rows_per_s), 0),
+                spread_ratio(runs.iter().map(|c| c.mbps / raw_mbps)),
+                spread(runs.iter().map(|c| c.wal_puts_per_s), 0),
+                spread(runs.iter().map(|c| c.p.p50), 1),
+                spread(runs.iter().map(|c| c.p.p99), 1),
+                verdict(median_mbps / raw_mbps >= 0.8),
             );
-            let stage = |name: &str| {
-                delta(
-                    &before,
-                    &after,
-                    "mink_append_stage_duration_seconds",
-                    &[("stage", name)],
-                )
-            };
-            let cpu = |(a, b): (Option<f64>, Option<f64>)| b.zip(a).map(|(b, a)| b - a);
-            cases.push(Case {
-                buckets,
-                mbps,
-                p,
-                later,
-                object_bytes: if puts > 0.0 { put_bytes / puts } else { 0.0 },
-                node_total: delta(&before, &after, "mink_append_duration_seconds", &[]),
-                node_put: delta(
-                    &before,
-                    &after,
-                    "mink_object_request_duration_seconds",
-                    &[("op", "put"), ("kind", "wal")],
-                ),
-                node_upload: delta(&before, &after, "mink_wal_upload_duration_seconds", &[]),
-                stages: mink_s3stream::AppendStage::ALL
-                    .iter()
-                    .map(|s| (s.name(), stage(s.name())))
-                    .collect(),
-                node_cpu: cpu((cpu0.0, cpu1.0)),
-                driver_cpu: cpu((cpu0.1, cpu1.1)),
-                appended_gb: requests * body.len() as f64 / 1e9,
-                writes,
-                seconds: elapsed,
-            });
+            cases.push(runs);
         }
         self.report.md.push('\n');
-        self.concurrency_and_stages(&cases, inflight, seconds)
-            .await?;
+        self.concurrency_and_stages(&cases, inflight, raw_seconds);
         sampling.store(false, Ordering::Relaxed);
         let _ = sampler.await;
         let hwm = proc_kib(pid, "VmHWM:").unwrap_or(0);
@@ -224,14 +159,131 @@ impl Bench {
     }
 }
 
-/// What one group-commit case measured, for the tables after the first.
+impl Bench {
+    /// One run of a group-commit case: `buckets` buckets of `table`, `max(buckets, 256)` writers
+    /// for `seconds`. Returns what it measured and the client's latencies.
+    async fn group_case(
+        &mut self,
+        table: &str,
+        buckets: u32,
+        body: &bytes::Bytes,
+        seconds: f64,
+        pid: u32,
+    ) -> Result<(Case, Vec<f64>), Error> {
+        let writers = buckets.max(256);
+        let before = self.client.metrics().await?;
+        let cpu0 = (cpu_seconds(pid), cpu_seconds(std::process::id()));
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs_f64(seconds);
+        let mut tasks = Vec::new();
+        for w in 0..writers {
+            let http = self.client.http.clone();
+            let url = self.client.records(table, w % buckets);
+            let body = body.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                while Instant::now() < deadline {
+                    let sent = Instant::now();
+                    let r = http
+                        .post(&url)
+                        .header("content-type", MINK_BATCHES)
+                        .body(body.clone())
+                        .send()
+                        .await
+                        .map_err(|e| format!("append: {}", crate::client::chain(&e)))?;
+                    let status = r.status();
+                    let text = r.bytes().await.map_err(|e| format!("append answer: {e}"))?;
+                    if !status.is_success() {
+                        return Err(format!(
+                            "append: {status} {}",
+                            String::from_utf8_lossy(&text)
+                        ));
+                    }
+                    latencies.push(ms(sent.elapsed()));
+                }
+                Ok::<_, Error>(latencies)
+            }));
+        }
+        let mut latencies = Vec::new();
+        let mut later = Vec::new();
+        for task in tasks {
+            let writer = task.await.map_err(|e| format!("writer task: {e}"))??;
+            // A writer's first request may open its connection and its bucket's tablet; the
+            // rest reuse both.
+            later.extend(writer.iter().skip(1).copied());
+            latencies.extend(writer);
+        }
+        let later = pct(&mut later);
+        let elapsed = started.elapsed().as_secs_f64();
+        let cpu1 = (cpu_seconds(pid), cpu_seconds(std::process::id()));
+        let after = self.client.metrics().await?;
+        let gained = |name: &str| {
+            let key = format!("mink_{name}_total");
+            after.get(&key).copied().unwrap_or(0.0) - before.get(&key).copied().unwrap_or(0.0)
+        };
+        let puts = gained("wal_puts");
+        let put_bytes = gained("wal_put_bytes");
+        let writes = StoreWrites {
+            wal_puts: puts,
+            wal_bytes: put_bytes,
+            object_puts: gained("object_puts"),
+            object_bytes: gained("object_put_bytes"),
+            appended_bytes: gained("append_bytes"),
+        };
+        let requests = latencies.len() as f64;
+        let mut sorted = latencies.clone();
+        let p = pct(&mut sorted);
+        let stage = |name: &str| {
+            delta(
+                &before,
+                &after,
+                "mink_append_stage_duration_seconds",
+                &[("stage", name)],
+            )
+        };
+        let cpu = |(a, b): (Option<f64>, Option<f64>)| b.zip(a).map(|(b, a)| b - a);
+        let case = Case {
+            buckets,
+            mbps: requests * body.len() as f64 / elapsed / 1e6,
+            rows_per_s: requests * GROUP_ROWS as f64 / elapsed,
+            wal_puts_per_s: puts / elapsed,
+            p,
+            later,
+            object_bytes: if puts > 0.0 { put_bytes / puts } else { 0.0 },
+            node_total: delta(&before, &after, "mink_append_duration_seconds", &[]),
+            node_put: delta(
+                &before,
+                &after,
+                "mink_object_request_duration_seconds",
+                &[("op", "put"), ("kind", "wal")],
+            ),
+            node_upload: delta(&before, &after, "mink_wal_upload_duration_seconds", &[]),
+            stages: mink_s3stream::AppendStage::ALL
+                .iter()
+                .map(|s| (s.name(), stage(s.name())))
+                .collect(),
+            node_cpu: cpu((cpu0.0, cpu1.0)),
+            driver_cpu: cpu((cpu0.1, cpu1.1)),
+            appended_gb: requests * body.len() as f64 / 1e9,
+            writes,
+            seconds: elapsed,
+            raw_mbps: 0.0,
+            raw: Pct::default(),
+        };
+        Ok((case, latencies))
+    }
+}
+
+/// What one run of a group-commit case measured, for the tables after the first.
 struct Case {
     buckets: u32,
     mbps: f64,
+    rows_per_s: f64,
+    wal_puts_per_s: f64,
     /// The client's append latencies.
-    p: crate::report::Pct,
+    p: Pct,
     /// The same without each writer's first request (which may open its connection).
-    later: crate::report::Pct,
+    later: Pct,
     /// Mean size of the WAL objects the case wrote.
     object_bytes: f64,
     /// `mink_append_duration_seconds`: the core taking the request to its acknowledgement.
@@ -246,6 +298,9 @@ struct Case {
     appended_gb: f64,
     writes: StoreWrites,
     seconds: f64,
+    /// Raw PUTs at the WAL's concurrency right after the run: MB/s and latencies.
+    raw_mbps: f64,
+    raw: Pct,
 }
 
 /// What a case wrote to the store, from the node's counters.
@@ -263,57 +318,65 @@ pub(crate) const PUT_PRICE: f64 = 0.005 / 1000.0;
 
 impl Bench {
     /// Item 2's second and third tables: each case beside raw PUTs with as many in flight as the
-    /// WAL keeps, of the objects that case wrote; then where its appends' time went.
-    async fn concurrency_and_stages(
-        &mut self,
-        cases: &[Case],
-        inflight: usize,
-        seconds: f64,
-    ) -> Result<(), Error> {
+    /// WAL keeps, of the objects that case wrote (medians of the runs); then where its appends'
+    /// time went, in the run with the median throughput.
+    fn concurrency_and_stages(&mut self, cases: &[Vec<Case>], inflight: usize, raw_seconds: f64) {
         let _ = write!(
             self.report.md,
             "Against the store's limit at the node's concurrency: raw PUTs with {inflight} in flight \
-             (`engine.wal.max_inflight_puts`) of objects as large as the case's mean WAL object, for \
-             {seconds:.0} s after the case. CPU is the node's (and the driver's) CPU seconds during \
-             the case per GB appended.\n\n\
-             | buckets | WAL object KiB | raw PUT MB/s at {inflight} in flight | ratio | goal >= 0.8x | raw PUT p50 / p99 ms | append p99 / p50 | goal <= 3x | goal p99 <= 2x raw p99 + p50 | node CPU-s/GB | driver CPU-s/GB |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|\n"
+             (`engine.wal.max_inflight_puts`) of objects as large as the run's mean WAL object, for \
+             {raw_seconds:.0} s right after each run. CPU is the node's (and the driver's) CPU seconds \
+             during the run per GB appended. Medians of the {RUNS} runs, lowest and highest in \
+             brackets; each ratio is taken within its run.\n\n\
+             | buckets | WAL object KiB | raw PUT MB/s at {inflight} in flight | ratio | goal >= 0.8x | raw PUT p50 / p99 ms | append p99 / p50 | goal <= 3x | append p99 against 2x raw p99 + p50 | goal | node CPU-s/GB | driver CPU-s/GB |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|\n"
         );
-        for case in cases {
-            let (raw_mbps, mut raw_latencies) = raw_put_concurrent(
-                self.raw.clone(),
-                Duration::from_secs_f64(seconds),
-                case.object_bytes as usize,
-                inflight,
-            )
-            .await?;
-            let raw = pct(&mut raw_latencies);
-            let ratio = case.mbps / raw_mbps;
-            let spread = case.p.p99 / case.p.p50.max(1e-9);
-            let bound = 2.0 * raw.p99 + case.p.p50;
-            let per_gb = |cpu: Option<f64>| {
-                cpu.map_or("-".to_owned(), |c| format!("{:.2}", c / case.appended_gb))
+        for runs in cases {
+            let Some(first) = runs.first() else {
+                continue;
             };
+            let ratio = |c: &Case| c.mbps / c.raw_mbps.max(1e-9);
+            let tail = |c: &Case| c.p.p99 / c.p.p50.max(1e-9);
+            // The tail goal as a ratio: append p99 over its bound (<= 1 meets it).
+            let bound = |c: &Case| c.p.p99 / (2.0 * c.raw.p99 + c.p.p50).max(1e-9);
+            let per_gb = |cpu: fn(&Case) -> Option<f64>| {
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|c| Some(cpu(c)? / c.appended_gb.max(1e-9)))
+                    .collect();
+                if v.is_empty() {
+                    "-".to_owned()
+                } else {
+                    spread(v, 2)
+                }
+            };
+            let (median_ratio, _, _) = median(runs.iter().map(ratio));
+            let (median_tail, _, _) = median(runs.iter().map(tail));
+            let (median_bound, _, _) = median(runs.iter().map(bound));
             let _ = writeln!(
                 self.report.md,
-                "| {} | {:.0} | {raw_mbps:.1} | **{ratio:.2}x** | {} | {:.1} / {:.1} | {spread:.1}x | {} | {:.0} <= {bound:.0}: {} | {} | {} |",
-                case.buckets,
-                case.object_bytes / 1024.0,
-                verdict(ratio >= 0.8),
-                raw.p50,
-                raw.p99,
-                verdict(spread <= 3.0),
-                case.p.p99,
-                verdict(case.p.p99 <= bound),
-                per_gb(case.node_cpu),
-                per_gb(case.driver_cpu),
+                "| {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} |",
+                first.buckets,
+                spread(runs.iter().map(|c| c.object_bytes / 1024.0), 0),
+                spread(runs.iter().map(|c| c.raw_mbps), 1),
+                spread_ratio(runs.iter().map(ratio)),
+                verdict(median_ratio >= 0.8),
+                spread(runs.iter().map(|c| c.raw.p50), 1),
+                spread(runs.iter().map(|c| c.raw.p99), 1),
+                spread_ratio(runs.iter().map(tail)),
+                verdict(median_tail <= 3.0),
+                spread_ratio(runs.iter().map(bound)),
+                verdict(median_bound <= 1.0),
+                per_gb(|c| c.node_cpu),
+                per_gb(|c| c.driver_cpu),
             );
         }
         let _ = write!(
             self.report.md,
             "\nWhere the appends' time went, from the node's histograms \
              (`mink_append_stage_duration_seconds{{stage}}`, docs/append-stages.md; quantiles \
-             interpolated inside buckets that step by 1.41x). The stages add up to the engine's part \
+             interpolated inside buckets that step by 1.41x), in each case's run with the median \
+             throughput. The stages add up to the engine's part \
              of an append; `node total` is the core taking the request to its acknowledgement \
              (parsing and checking the batches included), `client` the writer's whole request; \
              `WAL PUT` is the node's PUT requests as the store answered them, and `WAL group upload` \
@@ -321,7 +384,12 @@ impl Bench {
              | buckets | stage | mean ms | p50 ms | p99 ms | share of the node's mean |\n\
              |---|---|---|---|---|---|\n"
         );
-        for case in cases {
+        for runs in cases {
+            let mut by_mbps: Vec<&Case> = runs.iter().collect();
+            by_mbps.sort_by(|a, b| a.mbps.total_cmp(&b.mbps));
+            let Some(case) = by_mbps.get(by_mbps.len() / 2) else {
+                continue;
+            };
             let total = case.node_total.mean_ms().max(1e-9);
             let mut row = |name: &str, h: &HistogramDelta| {
                 let _ = writeln!(
@@ -349,36 +417,41 @@ impl Bench {
         }
         self.report.md.push('\n');
         self.store_writes(cases);
-        Ok(())
     }
 
     /// Item 2's last table: bytes and PUTs written to the store per byte and GB appended, and what
-    /// the PUTs would cost per day on S3 Standard at the case's rate.
-    fn store_writes(&mut self, cases: &[Case]) {
+    /// the PUTs would cost per day on S3 Standard at the case's rate (all runs of a case together).
+    fn store_writes(&mut self, cases: &[Vec<Case>]) {
         let _ = write!(
             self.report.md,
             "What each case wrote to the store, from the node's counters (`wal_put_bytes`, \
-             `object_put_bytes`, `append_bytes`): bytes written per byte appended, PUTs per GB \
+             `object_put_bytes`, `append_bytes`), its runs together: bytes written per byte appended, PUTs per GB \
              appended, and the PUT requests per day at the case's rate priced at S3 Standard's \
              $0.005 per 1,000 (compaction lags the appends within the uncompacted budget, so its \
-             share of a 20 s case is approximate).\n\n\
+             share of a case is approximate).\n\n\
              | buckets | WAL bytes / appended | compaction bytes / appended | WAL PUTs per GB | compaction PUTs per GB | WAL PUTs/s | PUT cost $/day |\n\
              |---|---|---|---|---|---|---|\n"
         );
-        for case in cases {
-            let w = &case.writes;
-            let appended = w.appended_bytes.max(1.0);
+        for runs in cases {
+            let Some(first) = runs.first() else {
+                continue;
+            };
+            let sum = |f: fn(&Case) -> f64| runs.iter().map(f).sum::<f64>();
+            let appended = sum(|c| c.writes.appended_bytes).max(1.0);
+            let (wal_puts, object_puts) =
+                (sum(|c| c.writes.wal_puts), sum(|c| c.writes.object_puts));
+            let seconds = sum(|c| c.seconds).max(1e-9);
             let gb = appended / 1e9;
-            let per_second = (w.wal_puts + w.object_puts) / case.seconds;
+            let per_second = (wal_puts + object_puts) / seconds;
             let _ = writeln!(
                 self.report.md,
                 "| {} | {:.2} | {:.2} | {:.0} | {:.1} | {:.0} | {:.0} |",
-                case.buckets,
-                w.wal_bytes / appended,
-                w.object_bytes / appended,
-                w.wal_puts / gb,
-                w.object_puts / gb,
-                w.wal_puts / case.seconds,
+                first.buckets,
+                sum(|c| c.writes.wal_bytes) / appended,
+                sum(|c| c.writes.object_bytes) / appended,
+                wal_puts / gb,
+                object_puts / gb,
+                wal_puts / seconds,
                 per_second * 86_400.0 * PUT_PRICE,
             );
         }
