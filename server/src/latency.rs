@@ -67,6 +67,10 @@ pub struct Latencies {
     pub tail_delivery: Histogram,
     /// Object-store requests.
     pub object_requests: Family<ObjectRequest, Histogram, fn() -> Histogram>,
+    /// A bucket log's open on this node (its tablet's first use: metadata, manifest, replay).
+    pub log_open: Histogram,
+    /// A first use waiting for one of the bounded open slots before its open starts.
+    pub log_open_wait: Histogram,
 }
 
 impl Default for Latencies {
@@ -91,6 +95,8 @@ impl Default for Latencies {
             read: seconds(),
             tail_delivery: seconds(),
             object_requests: Family::new_with_constructor(seconds),
+            log_open: stage_seconds(),
+            log_open_wait: stage_seconds(),
         }
     }
 }
@@ -133,6 +139,18 @@ impl Latencies {
             "Object-store requests by operation and by what they touch (wal, data, other)",
             Unit::Seconds,
             self.object_requests.clone(),
+        );
+        registry.register_with_unit(
+            "log_open_duration",
+            "Opens of bucket logs on this node (a tablet's first use: its metadata, its manifest when new, the replay of its writer windows)",
+            Unit::Seconds,
+            self.log_open.clone(),
+        );
+        registry.register_with_unit(
+            "log_open_wait",
+            "First uses of bucket logs waiting for an open slot (opens run 64 at a time) before their open starts",
+            Unit::Seconds,
+            self.log_open_wait.clone(),
         );
     }
 

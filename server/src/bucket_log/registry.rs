@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::{Mutex, RwLock, Semaphore};
 
@@ -16,6 +17,7 @@ use mink_metadata::TableRecord;
 use super::{BucketLog, LogKey, LogProvider, Owner};
 use crate::catalog::TableInfo;
 use crate::error::{ApiError, ApiResult};
+use crate::latency::Latencies;
 
 /// The node's open logs.
 pub struct Logs {
@@ -29,6 +31,8 @@ pub struct Logs {
     /// Bounds the opens in flight.
     open_slots: Semaphore,
     closing: std::sync::atomic::AtomicBool,
+    /// Where the opens are timed, if anywhere.
+    latencies: Option<Arc<Latencies>>,
 }
 
 impl std::fmt::Debug for Logs {
@@ -47,7 +51,14 @@ impl Logs {
             opening: parking_lot::Mutex::new(HashMap::new()),
             open_slots: Semaphore::new(OPEN_PARALLELISM),
             closing: std::sync::atomic::AtomicBool::new(false),
+            latencies: None,
         }
+    }
+
+    /// Times each open and each wait for an open slot in `latencies`.
+    pub fn with_latencies(mut self, latencies: Arc<Latencies>) -> Self {
+        self.latencies = Some(latencies);
+        self
     }
 
     /// Who owns `key`. Single node: always this one.
@@ -103,12 +114,20 @@ impl Logs {
         {
             return Ok(Arc::clone(log));
         }
+        let asked = Instant::now();
         let _slot = self
             .open_slots
             .acquire()
             .await
             .map_err(|_| ApiError::ShuttingDown)?;
+        let started = Instant::now();
         let log = self.provider.open(key, table).await?;
+        if let Some(latencies) = &self.latencies {
+            latencies
+                .log_open_wait
+                .observe((started - asked).as_secs_f64());
+            latencies.log_open.observe(started.elapsed().as_secs_f64());
+        }
         self.open.write().insert(key.clone(), Arc::clone(&log));
         Ok(log)
     }

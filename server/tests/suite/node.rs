@@ -92,6 +92,10 @@ pub async fn health_metrics_and_shutdown(backend: Backend) {
     );
     assert_eq!(h.metric("mink_append_duration_seconds_count").await, 1.0);
     assert!(h.metric("mink_append_duration_seconds_sum").await > 0.0);
+    // The bucket's first use opened its log once, and the read used the open log.
+    assert_eq!(h.metric("mink_log_open_duration_seconds_count").await, 1.0);
+    assert!(h.metric("mink_log_open_duration_seconds_sum").await > 0.0);
+    assert_eq!(h.metric("mink_log_open_wait_seconds_count").await, 1.0);
     assert!(h.metric("mink_read_duration_seconds_count").await >= 1.0);
     assert!(
         h.metric("mink_object_request_duration_seconds_count{op=\"put\",kind=\"wal\"}")

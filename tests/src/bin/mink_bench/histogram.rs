@@ -68,7 +68,6 @@ pub(crate) fn delta(
 
 impl HistogramDelta {
     /// Observations in the delta.
-    #[cfg(test)]
     pub(crate) fn count(&self) -> f64 {
         self.count
     }

@@ -258,6 +258,8 @@ impl Bench {
                 &[("op", "put"), ("kind", "wal")],
             ),
             node_upload: delta(&before, &after, "mink_wal_upload_duration_seconds", &[]),
+            opens: delta(&before, &after, "mink_log_open_duration_seconds", &[]),
+            open_waits: delta(&before, &after, "mink_log_open_wait_seconds", &[]),
             stages: mink_s3stream::AppendStage::ALL
                 .iter()
                 .map(|s| (s.name(), stage(s.name())))
@@ -292,6 +294,10 @@ struct Case {
     node_put: HistogramDelta,
     /// Each WAL group's upload, once per group (`mink_wal_upload_duration_seconds`).
     node_upload: HistogramDelta,
+    /// The tablets the run opened (`mink_log_open_duration_seconds`), and their first uses'
+    /// waits for an open slot (`mink_log_open_wait_seconds`).
+    opens: HistogramDelta,
+    open_waits: HistogramDelta,
     stages: Vec<(&'static str, HistogramDelta)>,
     node_cpu: Option<f64>,
     driver_cpu: Option<f64>,
@@ -380,7 +386,10 @@ impl Bench {
              of an append; `node total` is the core taking the request to its acknowledgement \
              (parsing and checking the batches included), `client` the writer's whole request; \
              `WAL PUT` is the node's PUT requests as the store answered them, and `WAL group upload` \
-             each group's put stage counted once (the stage above counts it once per append).\n\n\
+             each group's put stage counted once (the stage above counts it once per append). \
+             `tablet open` is each bucket's first use in the run (`mink_log_open_duration_seconds`, \
+             64 at a time), before the first append's stages start; its share compares one open \
+             with one append.\n\n\
              | buckets | stage | mean ms | p50 ms | p99 ms | share of the node's mean |\n\
              |---|---|---|---|---|---|\n"
         );
@@ -408,6 +417,9 @@ impl Bench {
             row("node total", &case.node_total);
             row("WAL group upload (per group)", &case.node_upload);
             row("WAL PUT", &case.node_put);
+            let opened = case.opens.count();
+            row(&format!("tablet open ({opened:.0} opened)"), &case.opens);
+            row("tablet open: waiting for a slot", &case.open_waits);
             let _ = writeln!(
                 self.report.md,
                 "| {} | client | - | {:.2} | {:.2} | |\n\
