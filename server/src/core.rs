@@ -81,7 +81,9 @@ impl NodeCore {
         NodeCore {
             catalog: Catalog::new(metadata.clone(), settings.limits.clone())
                 .with_manifests(TableManifests::new(engine.data_storage().clone())),
-            logs: Logs::new(provider).with_latencies(metrics.latencies.clone()),
+            logs: Logs::new(provider)
+                .with_open_parallelism(settings.node.max_concurrent_opens)
+                .with_latencies(metrics.latencies.clone()),
             budget: Budget::new(settings.http.max_inflight_request_bytes, metrics.clone()),
             metrics,
             settings,

@@ -217,6 +217,10 @@ impl WalIdSource for RegistryIds {
     }
 }
 
+/// A new stream's manifest PUT, handed back by [`Engine::create_stream_with_manifest`]: a
+/// failure is logged and counted, never returned.
+pub type ManifestWrite = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// The stream engine of one node; cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
@@ -379,6 +383,19 @@ impl Engine {
     /// ([`EngineMetrics::manifest_failures`]), and such a stream is placed by a rebuild only from
     /// a metadata snapshot taken after its creation.
     pub async fn create_stream_labelled(&self, label: Bytes) -> Result<StreamRecord> {
+        let (record, manifest) = self.create_stream_with_manifest(label).await?;
+        manifest.await;
+        Ok(record)
+    }
+
+    /// [`create_stream_labelled`](Self::create_stream_labelled) with the manifest's PUT started
+    /// and handed back instead of awaited, so that it runs beside the rest of the stream's setup
+    /// (registering it, opening it). The caller must await it before the stream takes its
+    /// first append, so that no data lands in a stream whose manifest was never tried.
+    pub async fn create_stream_with_manifest(
+        &self,
+        label: Bytes,
+    ) -> Result<(StreamRecord, ManifestWrite)> {
         if label.len() > MAX_LABEL_LEN {
             return Err(StreamError::LabelTooLong {
                 len: label.len(),
@@ -386,15 +403,20 @@ impl Engine {
             });
         }
         let record = self.create_stream().await?;
-        manifests::write(
-            &self.shared,
-            &StreamManifest {
-                stream_id: record.id,
-                label,
-            },
-        )
-        .await;
-        Ok(record)
+        let shared = self.shared.clone();
+        let manifest = StreamManifest {
+            stream_id: record.id,
+            label,
+        };
+        // Started now, so it runs while the caller goes on; a caller that drops the handle
+        // leaves the PUT to finish on its own.
+        let task = tokio::spawn(async move { manifests::write(&shared, &manifest).await });
+        let write: ManifestWrite = Box::pin(async move {
+            if let Err(e) = task.await {
+                tracing::warn!(error = %e, "the task writing a stream's manifest failed");
+            }
+        });
+        Ok((record, write))
     }
 
     /// Deletes the manifest of stream `id` (a destroyed stream's), if there is one. A failure

@@ -1,7 +1,7 @@
 //! The node's registry of open bucket logs: each log is opened once, on first use, and closed
 //! together at shutdown; [`Logs::owner`] is where ownership (which node serves a bucket) goes.
 //!
-//! Opens of different logs run side by side, [`OPEN_PARALLELISM`] at a time (an open replays
+//! Opens of different logs run side by side, `node.max_concurrent_opens` at a time (an open replays
 //! the log and writes metadata: a table's first appends to a thousand buckets must not queue
 //! behind one another); two opens of one log are one. Drops, releases and the shutdown wait for
 //! the opens in flight and keep new ones out while they run.
@@ -53,6 +53,12 @@ impl Logs {
             closing: std::sync::atomic::AtomicBool::new(false),
             latencies: None,
         }
+    }
+
+    /// Lets `opens` logs open at once instead of [`OPEN_PARALLELISM`] (`node.max_concurrent_opens`).
+    pub fn with_open_parallelism(mut self, opens: usize) -> Self {
+        self.open_slots = Semaphore::new(opens.max(1));
+        self
     }
 
     /// Times each open and each wait for an open slot in `latencies`.
@@ -192,8 +198,9 @@ impl Logs {
     }
 }
 
-/// Logs opened at once: each open replays its log's tail and writes its metadata; a bound keeps
-/// a burst of first uses from flooding the metadata store and the object store.
+/// Logs opened at once by default (`node.max_concurrent_opens`): each open replays its log's tail
+/// and writes its metadata; a bound keeps a burst of first uses from flooding the metadata store
+/// and the object store.
 const OPEN_PARALLELISM: usize = 64;
 
 /// Logs closed at once by a release or the shutdown: each close waits for its appends in flight

@@ -32,6 +32,11 @@ pub struct NodeSettings {
     /// (`ready_timeout_ms`). Default 2 s.
     #[serde(rename = "ready_timeout_ms", with = "mink_runtime::duration_ms")]
     pub ready_timeout: Duration,
+    /// How many bucket logs may be opening at once (`max_concurrent_opens`): an open writes the
+    /// tablet's metadata (and its manifest when it is new) and replays its writer windows, and a
+    /// burst of first uses (a table's thousand buckets, a restart) queues for these slots.
+    /// Default 64, at most 4,096.
+    pub max_concurrent_opens: usize,
 }
 
 impl Default for NodeSettings {
@@ -41,9 +46,13 @@ impl Default for NodeSettings {
             exit_delay_on_wal_failure: Duration::from_secs(2),
             drop_cleanup_interval: Duration::from_secs(10),
             ready_timeout: Duration::from_secs(2),
+            max_concurrent_opens: 64,
         }
     }
 }
+
+/// Most bucket logs opening at once that the node accepts.
+const MAX_CONCURRENT_OPENS: usize = 4096;
 
 /// Longest delay accepted before exiting after a WAL failure: a node that has stopped taking
 /// appends should not linger for more than a few minutes.
@@ -59,6 +68,11 @@ impl NodeSettings {
         ];
         if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
             return Err(format!("{name} must be at least 1"));
+        }
+        if !(1..=MAX_CONCURRENT_OPENS).contains(&self.max_concurrent_opens) {
+            return Err(format!(
+                "node.max_concurrent_opens must be between 1 and {MAX_CONCURRENT_OPENS}"
+            ));
         }
         if self.exit_delay_on_wal_failure > MAX_EXIT_DELAY {
             return Err(format!(
@@ -107,6 +121,18 @@ mod tests {
                 .unwrap_err()
                 .contains("node.exit_delay_on_wal_failure_ms")
         );
+        for opens in [0, MAX_CONCURRENT_OPENS + 1] {
+            let wrong = NodeSettings {
+                max_concurrent_opens: opens,
+                ..NodeSettings::default()
+            };
+            assert!(
+                wrong
+                    .validate()
+                    .unwrap_err()
+                    .contains("node.max_concurrent_opens")
+            );
+        }
         // Exiting at once is a valid choice.
         let at_once = NodeSettings {
             exit_delay_on_wal_failure: Duration::ZERO,

@@ -71,7 +71,12 @@ impl Tablet {
                     }
                     continue;
                 }
-                Sequenced::AllDuplicates(result) => return Ok(result),
+                Sequenced::AllDuplicates(result) => {
+                    // What it repeats is durable; its first answer may still wait for the
+                    // manifest, and so does this one.
+                    self.inner.manifest.wait().await;
+                    return Ok(result);
+                }
                 Sequenced::Submitted(submitted) => submitted,
             };
             placed();
@@ -87,6 +92,7 @@ impl Tablet {
                 Some(ack) => Resolve::new(pending, ack).wait().await,
             };
             outcome.map_err(|e| self.stream_error("append (durable acknowledgement)", e))?;
+            self.inner.manifest.wait().await;
             if snapshot_due {
                 let tablet = self.clone();
                 tokio::spawn(async move {

@@ -56,7 +56,46 @@ struct Inner {
     sequencing: Mutex<Sequencing>,
     /// Serialises snapshot writes; holds the offset of the newest snapshot written.
     snapshot: tokio::sync::Mutex<u64>,
+    /// A new stream's manifest PUT, awaited before an append is acknowledged.
+    manifest: ManifestGate,
     closed: AtomicBool,
+}
+
+/// Whether a new stream's manifest PUT (docs/metadata-recovery.md, "Manifests") has ended.
+/// It runs beside the tablet's open and its first appends' WAL PUTs; an append is acknowledged
+/// only once it has ended (written, or failed and counted by the engine), so no acknowledged
+/// data is in a stream whose manifest was never tried.
+struct ManifestGate {
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ManifestGate {
+    /// Nothing to wait for: the stream existed before, or its manifest is written.
+    fn written() -> Self {
+        ManifestGate {
+            ended: tokio::sync::watch::channel(true).1,
+        }
+    }
+
+    /// Runs `write` on its own task and opens once it has ended.
+    fn spawn(write: mink_s3stream::engine::ManifestWrite) -> Self {
+        let (ended, gate) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            write.await;
+            let _ = ended.send(true);
+        });
+        ManifestGate { ended: gate }
+    }
+
+    /// Returns once the PUT has ended (at once after that).
+    async fn wait(&self) {
+        if *self.ended.borrow() {
+            return;
+        }
+        // An error means the task is gone without a word (the runtime is shutting down): the
+        // PUT is not coming, and holding the acknowledgement would not bring it.
+        let _ = self.ended.clone().wait_for(|ended| *ended).await;
+    }
 }
 
 /// One bucket's log. Cheap to clone; every clone is the same tablet.

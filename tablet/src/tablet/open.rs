@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use mink_metadata::{Compare, Metadata, Op, StreamState, TableRecord, Txn};
 use mink_s3stream::ReadBound;
-use mink_s3stream::engine::Engine;
+use mink_s3stream::engine::{Engine, ManifestWrite};
 
-use super::{Inner, Sequencing, Tablet};
+use super::{Inner, ManifestGate, Sequencing, Tablet};
 use crate::error::{Result, TabletError};
 use crate::registry::{self, TabletId};
 use crate::schemas::Schemas;
@@ -170,9 +170,9 @@ impl TabletBuilder {
             .get(&key)
             .await
             .map_err(|e| TabletError::metadata(&name, "read the tablet registry", e))?;
-        let stream_id = match (existing, mode) {
+        let (stream_id, manifest) = match (existing, mode) {
             (Some(_), Mode::Create) => return Err(TabletError::AlreadyExists { tablet: name }),
-            (Some(kv), _) => registry::decode(&key, &kv.value)?,
+            (Some(kv), _) => (registry::decode(&key, &kv.value)?, None),
             (None, Mode::Open) => return Err(TabletError::NotFound { tablet: name }),
             (None, _) => register(&engine, &self.id, &key, &name, mode, guard).await?,
         };
@@ -184,13 +184,17 @@ impl TabletBuilder {
         if let Some(layer) = &self.layer {
             stream = layer(stream);
         }
-        Tablet::start(
+        // A new stream's manifest is written while the stream is registered and opened and
+        // while its first appends go to the WAL; none is acknowledged before the PUT has ended.
+        let manifest = manifest.map_or_else(ManifestGate::written, ManifestGate::spawn);
+        Tablet::start_gated(
             self.id,
             stream,
             metadata,
             schemas,
             self.clock,
             self.settings,
+            manifest,
         )
         .await
     }
@@ -232,7 +236,8 @@ async fn table_guard(metadata: &Metadata, id: &TabletId, name: &str) -> Result<u
 
 /// Creates a stream and registers it under `key`; on a lost race, uses (or refuses) the winner's.
 /// With a `guard` (the table record's version), the registry entry is written only while the
-/// table record is still at a version naming this incarnation.
+/// table record is still at a version naming this incarnation. Returns the stream's id and,
+/// when the stream is the one created here, its manifest's PUT to await before it takes data.
 async fn register(
     engine: &Engine,
     id: &TabletId,
@@ -240,10 +245,11 @@ async fn register(
     name: &str,
     mode: Mode,
     mut guard: Option<u64>,
-) -> Result<u64> {
-    // With a manifest naming the tablet, for a rebuild from objects.
-    let record = engine
-        .create_stream_labelled(id.label())
+) -> Result<(u64, Option<ManifestWrite>)> {
+    // With a manifest naming the tablet, for a rebuild from objects: its PUT runs while the
+    // stream is registered and opened.
+    let (record, manifest) = engine
+        .create_stream_with_manifest(id.label())
         .await
         .map_err(|e| TabletError::stream(name, "create", e))?;
     let kv = engine.metadata().kv();
@@ -262,7 +268,7 @@ async fn register(
             .await
             .map_err(|e| TabletError::metadata(name, "register the tablet", e))?;
         if outcome.succeeded {
-            return Ok(record.id);
+            return Ok((record.id, Some(manifest)));
         }
         let current = kv
             .get(key)
@@ -276,7 +282,7 @@ async fn register(
                 "lost a tablet creation race"
             );
             return match mode {
-                Mode::OpenOrCreate => registry::decode(key, &current.value),
+                Mode::OpenOrCreate => Ok((registry::decode(key, &current.value)?, None)),
                 Mode::Create | Mode::Open => Err(TabletError::AlreadyExists {
                     tablet: name.to_owned(),
                 }),
@@ -319,6 +325,29 @@ impl Tablet {
         schemas: Arc<dyn Schemas>,
         clock: Arc<dyn Clock>,
         settings: TabletSettings,
+    ) -> Result<Tablet> {
+        Self::start_gated(
+            id,
+            stream,
+            metadata,
+            schemas,
+            clock,
+            settings,
+            ManifestGate::written(),
+        )
+        .await
+    }
+
+    /// [`Tablet::start`] with the stream's manifest PUT, if it is still on its way, to await
+    /// before acknowledging an append.
+    async fn start_gated(
+        id: TabletId,
+        stream: Arc<dyn LogStream>,
+        metadata: Arc<Metadata>,
+        schemas: Arc<dyn Schemas>,
+        clock: Arc<dyn Clock>,
+        settings: TabletSettings,
+        manifest: ManifestGate,
     ) -> Result<Tablet> {
         id.check()?;
         let name = id.to_string();
@@ -392,6 +421,7 @@ impl Tablet {
                     closed: false,
                 }),
                 snapshot: tokio::sync::Mutex::new(from),
+                manifest,
                 clock,
                 closed: AtomicBool::new(false),
             }),

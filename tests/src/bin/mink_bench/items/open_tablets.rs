@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use crate::histogram::delta;
 use crate::node::proc_kib;
 use crate::report::{ms, pct, verdict};
 use crate::rows::{kv_fields, ndjson_row};
@@ -86,8 +87,12 @@ impl Bench {
         let pid = self.node.pid().ok_or("the node is not running")?;
         create_tables(&self.client, "open", tables).await?;
         let rss_before = proc_kib(pid, "VmRSS:").unwrap_or(0);
+        let before = self.client.metrics().await?;
         let (mut latencies, opened) = first_appends(&self.client, "open", tables).await?;
+        let after = self.client.metrics().await?;
         let rss_after = proc_kib(pid, "VmRSS:").unwrap_or(0);
+        let opens = delta(&before, &after, "mink_log_open_duration_seconds", &[]);
+        let waits = delta(&before, &after, "mink_log_open_wait_seconds", &[]);
         let p = pct(&mut latencies);
         let stopping = Instant::now();
         self.node.stop()?;
@@ -103,11 +108,18 @@ impl Bench {
              | | figure | goal |\n|---|---|---|\n\
              | first appends (each opens its bucket's tablet) | {n} in {opened:.1} s: {:.0} per s | |\n\
              | first append latency p50 / p99 | {:.1} / {:.1} ms | |\n\
+             | the tablet opens in them (`mink_log_open_duration_seconds`): mean / p50 / p99 | {:.1} / {:.1} / {:.1} ms | |\n\
+             | waiting for an open slot (`mink_log_open_wait_seconds`, 64 at a time): mean / p99 | {:.1} / {:.1} ms | |\n\
              | node RSS before / after | {} / {} MiB: {per_tablet:.1} KiB per open tablet | |\n\
              | graceful stop, SIGTERM to exit | **{stop:.2} s** | < 5 s at 10,000: {} |\n\n",
             n as f64 / opened,
             p.p50,
             p.p99,
+            opens.mean_ms(),
+            opens.quantile_ms(0.5),
+            opens.quantile_ms(0.99),
+            waits.mean_ms(),
+            waits.quantile_ms(0.99),
             rss_before >> 10,
             rss_after >> 10,
             if n >= 10_000 {
