@@ -148,7 +148,7 @@ impl Latencies {
         );
         registry.register_with_unit(
             "log_open_wait",
-            "First uses of bucket logs waiting for an open slot (opens run 64 at a time) before their open starts",
+            "First uses of bucket logs waiting for an open slot (`node.max_concurrent_opens` at a time) before their open starts",
             Unit::Seconds,
             self.log_open_wait.clone(),
         );

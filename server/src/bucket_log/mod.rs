@@ -20,6 +20,7 @@ use bytes::Bytes;
 use mink_s3stream::Footprint;
 
 pub use registry::Logs;
+pub(crate) use registry::OPEN_PARALLELISM;
 pub use tablet::TabletProvider;
 
 use crate::catalog::TableInfo;

@@ -201,7 +201,7 @@ impl Logs {
 /// Logs opened at once by default (`node.max_concurrent_opens`): each open replays its log's tail
 /// and writes its metadata; a bound keeps a burst of first uses from flooding the metadata store
 /// and the object store.
-const OPEN_PARALLELISM: usize = 64;
+pub(crate) const OPEN_PARALLELISM: usize = 256;
 
 /// Logs closed at once by a release or the shutdown: each close waits for its appends in flight
 /// and writes a snapshot, so thousands of them one after another would outlast a grace period.

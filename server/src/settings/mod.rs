@@ -48,7 +48,7 @@
 //! exit_delay_on_wal_failure_ms = 2000
 //! drop_cleanup_interval_ms = 10000
 //! ready_timeout_ms = 2000
-//! max_concurrent_opens = 64
+//! max_concurrent_opens = 256
 //!
 //! [cluster]                # used when the metadata store has leases (etcd)
 //! lease_ttl_ms = 5000

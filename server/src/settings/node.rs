@@ -35,7 +35,7 @@ pub struct NodeSettings {
     /// How many bucket logs may be opening at once (`max_concurrent_opens`): an open writes the
     /// tablet's metadata (and its manifest when it is new) and replays its writer windows, and a
     /// burst of first uses (a table's thousand buckets, a restart) queues for these slots.
-    /// Default 64, at most 4,096.
+    /// Default 256, at most 4,096.
     pub max_concurrent_opens: usize,
 }
 
@@ -46,7 +46,7 @@ impl Default for NodeSettings {
             exit_delay_on_wal_failure: Duration::from_secs(2),
             drop_cleanup_interval: Duration::from_secs(10),
             ready_timeout: Duration::from_secs(2),
-            max_concurrent_opens: 64,
+            max_concurrent_opens: crate::bucket_log::OPEN_PARALLELISM,
         }
     }
 }

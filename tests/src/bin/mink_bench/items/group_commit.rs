@@ -388,7 +388,7 @@ impl Bench {
              `WAL PUT` is the node's PUT requests as the store answered them, and `WAL group upload` \
              each group's put stage counted once (the stage above counts it once per append). \
              `tablet open` is each bucket's first use in the run (`mink_log_open_duration_seconds`, \
-             64 at a time), before the first append's stages start; its share compares one open \
+             256 at a time), before the first append's stages start; its share compares one open \
              with one append.\n\n\
              | buckets | stage | mean ms | p50 ms | p99 ms | share of the node's mean |\n\
              |---|---|---|---|---|---|\n"

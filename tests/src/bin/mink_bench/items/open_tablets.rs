@@ -109,7 +109,7 @@ impl Bench {
              | first appends (each opens its bucket's tablet) | {n} in {opened:.1} s: {:.0} per s | |\n\
              | first append latency p50 / p99 | {:.1} / {:.1} ms | |\n\
              | the tablet opens in them (`mink_log_open_duration_seconds`): mean / p50 / p99 | {:.1} / {:.1} / {:.1} ms | |\n\
-             | waiting for an open slot (`mink_log_open_wait_seconds`, 64 at a time): mean / p99 | {:.1} / {:.1} ms | |\n\
+             | waiting for an open slot (`mink_log_open_wait_seconds`, 256 at a time): mean / p99 | {:.1} / {:.1} ms | |\n\
              | node RSS before / after | {} / {} MiB: {per_tablet:.1} KiB per open tablet | |\n\
              | graceful stop, SIGTERM to exit | **{stop:.2} s** | < 5 s at 10,000: {} |\n\n",
             n as f64 / opened,
