@@ -12,6 +12,10 @@ use crate::rows::{kv_fields, ndjson_row};
 use super::Bench;
 use crate::Error;
 
+/// How long the driver keeps one SSE response for its samples (the node's recycle time is
+/// 55 s by default).
+const SSE_REOPEN: Duration = Duration::from_secs(20);
+
 /// An offset as `/ds` renders it.
 fn ds_offset(offset: u64) -> String {
     format!("{offset:020}")
@@ -104,11 +108,25 @@ impl Bench {
             let http = c.http.clone();
             async move { http.get(url).send().await.map_err(|e| format!("SSE: {e}")) }
         };
-        let mut v1_events = open(format!("{records}?offset={next}&live=sse")).await?;
-        let mut ds_events = open(format!("{stream}?offset={}&live=sse", ds_offset(next))).await?;
+        let open_both = |next: u64| {
+            let (v1, ds) = (
+                open(format!("{records}?offset={next}&live=sse")),
+                open(format!("{stream}?offset={}&live=sse", ds_offset(next))),
+            );
+            async move { Ok::<_, Error>((v1.await?, ds.await?, Instant::now())) }
+        };
+        let (mut v1_events, mut ds_events, mut opened) = open_both(next).await?;
         let (mut v1_sse, mut ds_sse) = (Vec::new(), Vec::new());
         let (mut v1_buffer, mut ds_buffer) = (String::new(), String::new());
         for i in 0..n {
+            // The node ends an SSE response after its recycle time (55 s by default) and a
+            // client reconnects; on a slow store the samples outlast it, so both streams are
+            // opened again, between samples, well before that.
+            if opened.elapsed() > SSE_REOPEN {
+                (v1_events, ds_events, opened) = open_both(next).await?;
+                v1_buffer.clear();
+                ds_buffer.clear();
+            }
             for front in fronts(i) {
                 tokio::time::sleep(Duration::from_millis(3)).await;
                 let started = Instant::now();
