@@ -39,7 +39,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 pub use aws::AwsS3Backend;
-pub use config::S3Config;
+pub use config::{PutIntegrity, S3Config};
 pub use error::{BoxError, Result, StorageError, StorageOp};
 pub use key::{MAX_KEY_LEN, validate_key, validate_prefix};
 pub use objectstore::ObjectStoreBackend;

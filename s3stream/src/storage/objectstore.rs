@@ -17,7 +17,7 @@ use ::object_store as os;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use os::aws::AmazonS3Builder;
+use os::aws::{AmazonS3Builder, Checksum};
 use os::local::LocalFileSystem;
 use os::memory::InMemory;
 use os::path::Path;
@@ -25,6 +25,7 @@ use os::{
     ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
 };
 
+use super::config::PutIntegrity;
 use super::key::Root;
 use super::pieces::{self, short_body};
 use super::{
@@ -153,6 +154,13 @@ impl ObjectStoreBackend {
         if let Some(endpoint) = &config.endpoint {
             builder = builder.with_endpoint(endpoint);
         }
+        builder = match config.put_integrity {
+            PutIntegrity::Crc64Nvme => builder
+                .with_unsigned_payload(true)
+                .with_checksum_algorithm(Checksum::CRC64NVME),
+            PutIntegrity::Signed => builder.with_unsigned_payload(false),
+            PutIntegrity::None => builder.with_unsigned_payload(true),
+        };
         let store = builder.build().map_err(|e| StorageError::Config {
             message: format!("cannot build the S3 client for bucket {:?}", config.bucket),
             source: Some(Box::new(e)),

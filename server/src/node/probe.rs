@@ -144,8 +144,11 @@ fn store_fix(settings: &Settings, role: StoreRole) -> String {
             };
             format!(
                 "check --s3-endpoint (storage.s3.endpoint, now {:?}), {bucket}, --s3-region \
-                 (storage.s3.region) and the credentials (--s3-access-key, --s3-secret-key)",
-                s3.endpoint.as_deref().unwrap_or("AWS")
+                 (storage.s3.region) and the credentials (--s3-access-key, --s3-secret-key); a \
+                 store that refuses the x-amz-checksum-crc64nvme header needs \
+                 storage.s3.put_integrity = \"signed\" (now {:?})",
+                s3.endpoint.as_deref().unwrap_or("AWS"),
+                s3.put_integrity
             )
         }
     }
