@@ -37,6 +37,24 @@ impl Client {
         Ok(())
     }
 
+    /// Drops a table: the node destroys its logs and collects their objects in the background.
+    pub(crate) async fn drop_table(&self, name: &str) -> Result<(), Error> {
+        let r = self
+            .http
+            .delete(format!("{}/v1/tables/{name}", self.url))
+            .send()
+            .await
+            .map_err(|e| format!("drop table {name}: {e}"))?;
+        if !r.status().is_success() {
+            return Err(format!(
+                "drop table {name}: {} {}",
+                r.status(),
+                r.text().await.unwrap_or_default()
+            ));
+        }
+        Ok(())
+    }
+
     pub(crate) fn records(&self, table: &str, bucket: u32) -> String {
         format!("{}/v1/tables/{table}/buckets/{bucket}/records", self.url)
     }
