@@ -77,6 +77,17 @@ pub enum PutIntegrity {
     None,
 }
 
+impl fmt::Display for PutIntegrity {
+    /// The value as the TOML configuration spells it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PutIntegrity::Crc64Nvme => "crc64nvme",
+            PutIntegrity::Signed => "signed",
+            PutIntegrity::None => "none",
+        })
+    }
+}
+
 impl Default for S3Config {
     fn default() -> Self {
         S3Config {

@@ -146,7 +146,7 @@ fn store_fix(settings: &Settings, role: StoreRole) -> String {
                 "check --s3-endpoint (storage.s3.endpoint, now {:?}), {bucket}, --s3-region \
                  (storage.s3.region) and the credentials (--s3-access-key, --s3-secret-key); a \
                  store that refuses the x-amz-checksum-crc64nvme header needs \
-                 storage.s3.put_integrity = \"signed\" (now {:?})",
+                 storage.s3.put_integrity = \"signed\" (now \"{}\")",
                 s3.endpoint.as_deref().unwrap_or("AWS"),
                 s3.put_integrity
             )

@@ -25,16 +25,8 @@ impl Client {
             .post(format!("{}/v1/tables", self.url))
             .json(&serde_json::json!({"name": name, "buckets": buckets, "schema": {"fields": fields}}))
             .send()
-            .await
-            .map_err(|e| format!("create table {name}: {e}"))?;
-        if !r.status().is_success() {
-            return Err(format!(
-                "create table {name}: {} {}",
-                r.status(),
-                r.text().await.unwrap_or_default()
-            ));
-        }
-        Ok(())
+            .await;
+        succeeded(r, &format!("create table {name}")).await
     }
 
     /// Drops a table: the node destroys its logs and collects their objects in the background.
@@ -43,16 +35,8 @@ impl Client {
             .http
             .delete(format!("{}/v1/tables/{name}", self.url))
             .send()
-            .await
-            .map_err(|e| format!("drop table {name}: {e}"))?;
-        if !r.status().is_success() {
-            return Err(format!(
-                "drop table {name}: {} {}",
-                r.status(),
-                r.text().await.unwrap_or_default()
-            ));
-        }
-        Ok(())
+            .await;
+        succeeded(r, &format!("drop table {name}")).await
     }
 
     pub(crate) fn records(&self, table: &str, bucket: u32) -> String {
@@ -256,4 +240,18 @@ pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cause = c.source();
     }
     text
+}
+
+/// A request's outcome as the bench needs it: an error naming `what` unless it was answered
+/// with a success status (the answer's body in the error).
+async fn succeeded(r: reqwest::Result<reqwest::Response>, what: &str) -> Result<(), Error> {
+    let r = r.map_err(|e| format!("{what}: {e}"))?;
+    if !r.status().is_success() {
+        return Err(format!(
+            "{what}: {} {}",
+            r.status(),
+            r.text().await.unwrap_or_default()
+        ));
+    }
+    Ok(())
 }
