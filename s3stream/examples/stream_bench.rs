@@ -307,8 +307,19 @@ async fn main() -> Result<(), Error> {
     let id = engine.create_stream().await?.id;
     let writer = engine.open_stream(id).await?;
     let reader = writer.clone();
-    let appends = if options.quick { 2000 } else { 10000 };
-    let (cache_before, gets_before) = (engine.cache_metrics(), counting.counts().gets);
+    // One durable append after another: on a modelled S3 class each waits for a PUT of tens of
+    // milliseconds, so those stores take fewer (the full bench stays within about an hour).
+    let appends = if options.quick || options.store.starts_with("s3-") {
+        2000
+    } else {
+        10000
+    };
+    let reader_gets = || engine.metrics().object_gets.load(Ordering::Relaxed);
+    let (cache_before, gets_before, reader_gets_before) = (
+        engine.cache_metrics(),
+        counting.counts().gets,
+        reader_gets(),
+    );
     let follow = tokio::spawn(async move {
         let (mut cursor, mut reads) = (0u64, 0u64);
         while cursor < appends {
@@ -328,12 +339,14 @@ async fn main() -> Result<(), Error> {
     let reads = follow.await??;
     let cache = engine.cache_metrics();
     let tail_hits = cache.tail_hits - cache_before.tail_hits;
-    let tail_gets = counting.counts().gets - gets_before;
+    let tail_gets = reader_gets() - reader_gets_before;
+    let all_gets = counting.counts().gets - gets_before;
     report += &format!(
         "### Tail reader ({appends} appends of 1 KiB, a reader following with wait_past)\n\n\
          | | figure |\n|---|---|\n\
          | reads | {reads} |\n| served by the tail cache | {tail_hits} (**{:.1}%**, goal >= 99%) |\n\
-         | object-store GETs | **{tail_gets}** (goal: 0) |\n\n",
+         | the reader's object-store GETs | **{tail_gets}** (goal: 0) |\n\
+         | all object-store GETs meanwhile (compaction's regrouping reads committed objects) | {all_gets} |\n\n",
         100.0 * tail_hits as f64 / reads.max(1) as f64,
     );
 

@@ -31,7 +31,7 @@ enum Front {
 impl Bench {
     /// Item 11: `/ds` against `/v1`.
     pub(crate) async fn durable_streams(&mut self) -> Result<(), Error> {
-        let n = if self.options.quick { 100 } else { 1000 };
+        let n = self.samples(1000);
         let c = &self.client;
         c.create_table("dsv1", kv_fields(), 1).await?;
         let stream = format!("{}/ds/v1/stream/bench", c.url);

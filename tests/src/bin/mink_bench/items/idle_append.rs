@@ -16,7 +16,7 @@ use crate::Error;
 impl Bench {
     /// Item 1: idle append latency and PUTs, against raw PUTs of the WAL object's size.
     pub(crate) async fn idle_append(&mut self) -> Result<(), Error> {
-        let samples = if self.options.quick { 200 } else { 2000 };
+        let samples = self.samples(2000) as u64;
         let c = &self.client;
         c.create_table("idle", kv_fields(), 1).await?;
         // Warm up, and learn the size of the WAL object one append costs.

@@ -61,7 +61,7 @@ impl Bench {
         ] {
             self.client.create_table(topic, fields.clone(), 1).await?;
         }
-        let seconds = if self.options.quick { 3.0 } else { 20.0 };
+        let seconds = if self.options.quick { 3.0 } else { 10.0 };
         // Idempotent: as fast as it goes with 1 KiB and 16 KiB values, and 1 KiB at a steady
         // 2000 messages a second (latency without a queue). librdkafka's idempotent producer
         // keeps one request in flight, so pipelining shows with a plain producer: 5 requests in

@@ -42,6 +42,19 @@ pub(crate) struct Bench {
 }
 
 impl Bench {
+    /// Samples of a latency item that makes one request after another: `full` in a full run, a
+    /// tenth with `--quick`, and half on the S3 Standard model, where each sample waits tens of
+    /// milliseconds for the modelled store (a full run stays within about an hour).
+    pub(crate) fn samples(&self, full: usize) -> usize {
+        if self.options.quick {
+            full / 10
+        } else if self.options.store == crate::args::Store::S3Standard {
+            full / 2
+        } else {
+            full
+        }
+    }
+
     /// The node's own objects, as the raw baselines read them.
     pub(crate) fn node_store(&self) -> Result<Arc<dyn ObjectStorage>, crate::Error> {
         match self.options.store {

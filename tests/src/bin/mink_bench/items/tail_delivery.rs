@@ -12,7 +12,7 @@ use crate::Error;
 impl Bench {
     /// Item 3: ack -> parked long-poll / SSE reader.
     pub(crate) async fn tail_delivery(&mut self) -> Result<(), Error> {
-        let n = if self.options.quick { 100 } else { 1000 };
+        let n = self.samples(1000);
         let c = &self.client;
         c.create_table("tail", kv_fields(), 1).await?;
         let records = c.records("tail", 0);
