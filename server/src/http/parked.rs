@@ -3,7 +3,8 @@
 //! (`http.max_parked_reads_per_client`). A long-poll takes a place when it would park and gives
 //! it back when it returns; an SSE stream holds one for its whole life (until its body is
 //! dropped, when it ends or the client goes). Past either limit the request is refused with 429
-//! `too_many_requests`, so idle readers cannot hold every task and socket of the node.
+//! `too_many_requests`, so idle readers cannot hold every task and socket of the node. The
+//! parked readers also share the events rendered for SSE streams (`shared_events.rs`).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::shared_events::SharedEvents;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 
@@ -21,6 +23,8 @@ pub(crate) struct ParkedReads {
     max_per_client: usize,
     held: Mutex<Held>,
     metrics: Arc<Metrics>,
+    /// The events of small batches, rendered once for every SSE stream that sends them.
+    pub(crate) events: Arc<SharedEvents>,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +47,7 @@ impl ParkedReads {
             max_per_client,
             held: Mutex::new(Held::default()),
             metrics,
+            events: Arc::default(),
         })
     }
 

@@ -5,7 +5,8 @@
 //! split into several events, each of at most the bound plus one piece of rows, each `id` the
 //! offset after its last row; a stream may start inside a batch (a `Last-Event-ID` of a split
 //! batch), and sends the rows from there. Events are rendered one at a time as the client takes
-//! them. An open stream holds a place of the parked-read limits (`parked.rs`) until it ends;
+//! them; the events of a small batch sent whole are rendered once for every stream that sends them
+//! (`shared_events.rs`). An open stream holds a place of the parked-read limits (`parked.rs`) until it ends;
 //! past them it is refused with 429. At the tail the stream parks on the log's high-watermark waiter,
 //! so an event leaves the moment its append is durable. Heartbeat comments (`: heartbeat`) keep
 //! idle proxies from closing the connection, and the response ends after the recycle time (55 s by
@@ -27,6 +28,7 @@ use bytes::Bytes;
 use super::headers::position_headers;
 use super::parked::ParkedRead;
 use super::read::{Parking, ReadQuery, start_offset, stored_rows};
+use super::shared_events::{BatchEvents, MAX_SHARED_STORED_BYTES, SharedEvent, SharedEvents};
 use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
@@ -51,6 +53,10 @@ struct Feed {
     queue_end: u64,
     /// The batch being sent: its rows, and the row range left to send.
     current: Option<(StoredRows, usize, usize)>,
+    /// The batch being sent from shared events: they, and the next to send.
+    sending: Option<(BatchEvents, usize)>,
+    /// The events of small batches, shared by the router's streams.
+    shared: Arc<SharedEvents>,
     done: bool,
     /// The feed parked at the tail since its last read: what it reads next is a delivery to a
     /// parked reader.
@@ -109,6 +115,8 @@ pub(crate) fn serve(
         queue: VecDeque::new(),
         queue_end: from,
         current: None,
+        sending: None,
+        shared: parking.reads.events.clone(),
         done: false,
         parked: false,
         _place: place,
@@ -156,6 +164,7 @@ impl Feed {
         self.done = true;
         self.queue.clear();
         self.current = None;
+        self.sending = None;
         Event::default()
             .event("error")
             .data(error.body().to_string())
@@ -164,6 +173,14 @@ impl Feed {
     /// The next event of the batches read, rendered now; `None` once they are all sent.
     fn next_queued(&mut self) -> ApiResult<Option<Event>> {
         loop {
+            if let Some((events, at)) = &mut self.sending {
+                if let Some(event) = events.get(*at) {
+                    *at += 1;
+                    self.next = event.next;
+                    return Ok(Some(Event::default().id(&event.id).data(&event.data)));
+                }
+                self.sending = None;
+            }
             if let Some((rows, start, end)) = &mut self.current {
                 if *start < *end {
                     let event =
@@ -181,6 +198,10 @@ impl Feed {
                 self.next = self.next.max(self.queue_end);
                 return Ok(None);
             };
+            if let Some(events) = self.shared_events(&batch)? {
+                self.sending = Some((events, 0));
+                continue;
+            }
             let schema = self
                 .info
                 .read_schema(format::schema_id_of(&batch)?, self.columns.as_deref())?;
@@ -195,6 +216,45 @@ impl Feed {
                 }
             }
         }
+    }
+
+    /// The events of `batch` from the shared ones, rendering and sharing them if no stream has
+    /// yet; `None` when this stream renders its own (the batch is large, or not sent whole).
+    fn shared_events(&self, batch: &Bytes) -> ApiResult<Option<BatchEvents>> {
+        if batch.len() > MAX_SHARED_STORED_BYTES {
+            return Ok(None);
+        }
+        let base = format::base_offset_of(batch)?;
+        let end = format::next_offset_of(batch)?;
+        if self.next > base || self.until.is_some_and(|u| u < end) {
+            return Ok(None);
+        }
+        let columns = self.columns.as_deref();
+        if let Some(events) = self.shared.get(&self.log, base, columns) {
+            return Ok(Some(events));
+        }
+        let schema = self
+            .info
+            .read_schema(format::schema_id_of(batch)?, columns)?;
+        let mut events = Vec::new();
+        match stored_rows(batch, &schema)? {
+            Some(rows) => {
+                let (mut start, stop) = (0, rows.rows.num_rows());
+                while start < stop {
+                    let event =
+                        format::json_array_event(&rows, start, stop, self.max_render_bytes)?;
+                    start = event.end;
+                    events.push(SharedEvent::new(
+                        rows.base_offset + event.end as u64,
+                        event.data,
+                    ));
+                }
+            }
+            None => events.push(SharedEvent::new(end, "[]".to_owned())),
+        }
+        let events: BatchEvents = events.into();
+        self.shared.insert(&self.log, base, columns, &events);
+        Ok(Some(events))
     }
 
     /// Reads at `next`, queueing the batches; false when at the tail.

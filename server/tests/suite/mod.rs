@@ -53,7 +53,7 @@ pub use retention::{retention_by_age, retention_by_size, retention_policy_api};
 pub use schemas::{
     every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits,
 };
-pub use sse::{sse_with_client_library, sse_with_curl};
+pub use sse::{sse_readers_share_rendered_events, sse_with_client_library, sse_with_curl};
 pub use tables::tables_lifecycle;
 pub use writers::idempotent_retries;
 
@@ -62,7 +62,8 @@ macro_rules! http_suite {
     ($make:path) => {
         http_suite!(@tests $make;
             tables_lifecycle, append_and_read_each_format, projection, tail_reads_and_long_poll,
-            sse_with_client_library, sse_with_curl, idempotent_retries, error_cases,
+            sse_with_client_library, sse_with_curl, sse_readers_share_rendered_events,
+            idempotent_retries, error_cases,
             offsets_and_timestamps, restart_reads_everything_back, health_metrics_and_shutdown,
             rate_limit, read_render_bound, append_decoding_bounds, parked_read_limits,
             every_allowed_type_round_trips, hostile_schemas_are_refused, table_shape_limits,

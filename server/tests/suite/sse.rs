@@ -147,3 +147,59 @@ pub async fn sse_with_curl(backend: Backend) {
         "{second}"
     );
 }
+
+/// Streams of one bucket share the rendering of each small batch: many readers, projections,
+/// a start inside a batch and an `until` that cuts it each get their own events, and two tables
+/// whose batches sit at the same offsets never get each other's.
+pub async fn sse_readers_share_rendered_events(backend: Backend) {
+    let h = Harness::start(backend).await;
+    h.create_table("a").await;
+    h.create_table("b").await;
+    h.append_ndjson("a", &ndjson(&[1, 2])).await;
+    h.append_ndjson("b", &ndjson(&[10, 20])).await;
+    let rows = |ids: &[i64], columns: &[&str]| -> Vec<Value> {
+        ids.iter()
+            .map(|i| {
+                let full = json!({"id": i, "msg": format!("m{i}")});
+                let mut row = serde_json::Map::new();
+                for c in columns {
+                    row.insert((*c).to_owned(), full[*c].clone());
+                }
+                Value::Object(row)
+            })
+            .collect()
+    };
+    // Each case twice, so that the second finds the first's events shared.
+    for _ in 0..2 {
+        let (a, b, a_msg, b_id) = tokio::join!(
+            sse_session(&h, "a", None, "offset=0&until=2"),
+            sse_session(&h, "b", None, "offset=0&until=2"),
+            sse_session(&h, "a", None, "offset=0&until=2&columns=msg"),
+            sse_session(&h, "b", None, "offset=0&until=2&columns=id"),
+        );
+        assert_eq!(a, vec![(2, rows(&[1, 2], &["id", "msg"]))]);
+        assert_eq!(b, vec![(2, rows(&[10, 20], &["id", "msg"]))]);
+        assert_eq!(a_msg, vec![(2, rows(&[1, 2], &["msg"]))]);
+        assert_eq!(b_id, vec![(2, rows(&[10, 20], &["id"]))]);
+        // A start inside the batch, and an `until` that cuts it.
+        let (inside, cut) = tokio::join!(
+            sse_session(&h, "b", Some("1"), "offset=0&until=2"),
+            sse_session(&h, "a", None, "offset=0&until=1"),
+        );
+        assert_eq!(inside, vec![(2, rows(&[20], &["id", "msg"]))]);
+        assert_eq!(cut, vec![(1, rows(&[1], &["id", "msg"]))]);
+    }
+    // Many readers parked at the tail of one bucket, then one append: every one of them gets
+    // the same event.
+    let readers: Vec<_> = (0..20)
+        .map(|_| sse_session(&h, "a", None, "offset=2&until=4"))
+        .collect();
+    let appended = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        h.append_ndjson("a", &ndjson(&[3, 4])).await;
+    };
+    let (events, ()) = tokio::join!(futures::future::join_all(readers), appended);
+    for got in events {
+        assert_eq!(got, vec![(4, rows(&[3, 4], &["id", "msg"]))]);
+    }
+}
