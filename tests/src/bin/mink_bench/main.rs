@@ -90,6 +90,11 @@ use node::NodeProcess;
 use raw::raw_store;
 use report::Report;
 
+/// The node's allocator: with the C library's, 12% of the driver's samples in item 13 were
+/// `malloc` and `free`, on the two cores it shares with the node.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type Error = String;
 
 const MINK_BATCHES: &str = "application/vnd.mink.batches";
