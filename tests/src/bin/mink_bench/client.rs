@@ -70,7 +70,7 @@ impl Client {
             .body(body)
             .send()
             .await
-            .map_err(|e| format!("POST {url}: {e}"))?;
+            .map_err(|e| format!("POST {url}: {}", chain(&e)))?;
         let status = r.status();
         let text = r.bytes().await.map_err(|e| format!("POST answer: {e}"))?;
         if !status.is_success() {
@@ -255,3 +255,4 @@ async fn succeeded(r: reqwest::Result<reqwest::Response>, what: &str) -> Result<
     }
     Ok(())
 }
+

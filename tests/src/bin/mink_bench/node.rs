@@ -71,8 +71,12 @@ impl NodeProcess {
 
     /// Starts the node and waits until it serves; returns the driver's client of it.
     pub(crate) async fn serve(&mut self) -> Result<crate::client::Client, Error> {
+        // Idle connections are dropped well before the node closes them (`http.idle_timeout_ms`,
+        // 60 s): a request sent on a connection the node is closing at that moment fails, and a
+        // full run failed that way once, in item 15 after item 2's thousand connections sat idle.
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(2048)
+            .pool_idle_timeout(std::time::Duration::from_secs(20))
             .build()
             .map_err(|e| format!("HTTP client: {e}"))?;
         self.start()?;
