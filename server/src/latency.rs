@@ -240,6 +240,13 @@ impl ObjectStorage for TimedStorage {
         result
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<PutResult> {
+        let started = Instant::now();
+        let result = self.inner.put_parts(key, parts).await;
+        self.observe("put", key, started);
+        result
+    }
+
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutResult> {
         let started = Instant::now();
         let result = self.inner.put_if_absent(key, data).await;

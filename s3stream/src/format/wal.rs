@@ -89,6 +89,9 @@ impl FramedBatch for WalRecord {
     fn payload(&self) -> &[u8] {
         &self.payload
     }
+    fn shared_payload(&self) -> Option<Bytes> {
+        Some(self.payload.clone())
+    }
 }
 
 /// The batches of one stream and epoch that lie together in a WAL object, at consecutive
@@ -139,13 +142,34 @@ pub enum WalFormatError {
     Layout(#[from] ObjectFormatError),
 }
 
+/// Payloads of at least this many bytes go to the store as they are, as parts of their own of
+/// a WAL object sent in parts ([`encode_parts`]); smaller ones are copied together with the
+/// object's own fields, so that a group of many small appends stays a few parts.
+pub const SHARED_PAYLOAD_BYTES: usize = 16 << 10;
+
 /// Encodes `records` (in submission order) as one WAL object with data blocks of about
 /// `block_bytes`. Returns the object and the spans of its streams, in object order.
-pub fn encode(mut records: Vec<WalRecord>, block_bytes: usize) -> (Bytes, Vec<WalSpan>) {
+pub fn encode(records: Vec<WalRecord>, block_bytes: usize) -> (Bytes, Vec<WalSpan>) {
+    let data: usize = records.iter().map(WalRecord::encoded_len).sum();
+    let builder = ObjectBuilder::with_capacity(block_bytes, data + data / 16 + 4096);
+    let (parts, spans) = build(records, builder);
+    (crate::storage::join_parts(&parts), spans)
+}
+
+/// [`encode`] as parts whose concatenation is the object: payloads of
+/// [`SHARED_PAYLOAD_BYTES`] or more are parts of their own, the records' bytes as they are
+/// (docs/write-copies.md).
+pub fn encode_parts(records: Vec<WalRecord>, block_bytes: usize) -> (Vec<Bytes>, Vec<WalSpan>) {
+    let copied = object::copied_bytes(&records, SHARED_PAYLOAD_BYTES);
+    let builder = ObjectBuilder::sharing(block_bytes, SHARED_PAYLOAD_BYTES, copied + 4096);
+    build(records, builder)
+}
+
+/// Adds `records` to `builder` by stream and epoch and finishes the object with the WAL
+/// section.
+fn build(mut records: Vec<WalRecord>, mut builder: ObjectBuilder) -> (Vec<Bytes>, Vec<WalSpan>) {
     // A stream's records arrive in offset order, so a stable sort keeps each run in order.
     records.sort_by_key(|r| (r.stream_id, r.epoch));
-    let data: usize = records.iter().map(WalRecord::encoded_len).sum();
-    let mut builder = ObjectBuilder::with_capacity(block_bytes, data + data / 16 + 4096);
     let mut epochs: Vec<u64> = Vec::new();
     let mut rest = records.as_slice();
     while let Some(first) = rest.first() {
@@ -175,8 +199,8 @@ pub fn encode(mut records: Vec<WalRecord>, block_bytes: usize) -> (Bytes, Vec<Wa
     section.put_u16_le(WAL_VERSION);
     section.put_u16_le(0);
     section.put_slice(&WAL_MAGIC);
-    let (bytes, index) = builder.finish_with_section(&section);
-    (bytes, spans(&index, &epochs))
+    let (parts, index) = builder.finish_parts(&section);
+    (parts, spans(&index, &epochs))
 }
 
 /// One span per run of blocks of the same stream and epoch at consecutive offsets.
@@ -364,6 +388,49 @@ mod tests {
         assert!(spans.is_empty());
     }
 
+    /// The object in parts is the same bytes as in one buffer; payloads from
+    /// [`SHARED_PAYLOAD_BYTES`] up are parts of their own, the records' own memory, and smaller
+    /// ones are copied together with the object's fields.
+    #[test]
+    fn an_object_in_parts_is_the_same_bytes_with_large_payloads_not_copied() {
+        let sizes = [
+            0,
+            100,
+            SHARED_PAYLOAD_BYTES - 1,
+            SHARED_PAYLOAD_BYTES,
+            3 * SHARED_PAYLOAD_BYTES,
+            7,
+            SHARED_PAYLOAD_BYTES + 1,
+        ];
+        let records: Vec<WalRecord> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                let i = i as u64;
+                record(1 + i % 2, 1, i / 2, 1, &vec![i as u8 + 1; len])
+            })
+            .collect();
+        for block_bytes in [1, 20_000, 1 << 20] {
+            let (whole, whole_spans) = encode(records.clone(), block_bytes);
+            let (parts, spans) = encode_parts(records.clone(), block_bytes);
+            assert_eq!(crate::storage::join_parts(&parts), whole, "{block_bytes}");
+            assert_eq!(spans, whole_spans);
+            assert_eq!(decode(&whole).unwrap(), sorted(records.clone()));
+            for r in &records {
+                let shared = parts.iter().any(|p| p.as_ptr() == r.payload.as_ptr());
+                assert_eq!(
+                    shared,
+                    r.payload.len() >= SHARED_PAYLOAD_BYTES,
+                    "a payload of {} bytes",
+                    r.payload.len()
+                );
+            }
+            // The small ones and every field go in a few parts: at most one between two shared
+            // payloads, and one at the end.
+            assert!(parts.len() <= 2 * 3 + 1, "{} parts", parts.len());
+        }
+    }
+
     #[test]
     fn a_gap_in_offsets_starts_a_new_span() {
         let records = vec![record(4, 1, 0, 1, b"a"), record(4, 1, 5, 1, b"b")];
@@ -508,6 +575,8 @@ mod tests {
         fn any_group_round_trips(records in records(), block_bytes in 1usize..300) {
             let (object, spans) = encode(records.clone(), block_bytes);
             proptest::prop_assert_eq!(decode(&object).unwrap(), sorted(records.clone()));
+            let (parts, _) = encode_parts(records.clone(), block_bytes);
+            proptest::prop_assert_eq!(crate::storage::join_parts(&parts), object.clone());
             let covered: u64 = spans
                 .iter()
                 .map(|s| s.range.end_offset - s.range.start_offset)

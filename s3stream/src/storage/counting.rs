@@ -134,6 +134,14 @@ impl ObjectStorage for CountingStorage {
         Ok(res)
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<PutResult> {
+        bump(&self.counters.puts, 1);
+        let len = parts.iter().map(|p| p.len() as u64).sum();
+        let res = self.track(self.inner.put_parts(key, parts).await)?;
+        bump(&self.counters.bytes_in, len);
+        Ok(res)
+    }
+
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutResult> {
         bump(&self.counters.puts, 1);
         let len = data.len() as u64;

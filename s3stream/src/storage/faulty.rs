@@ -236,6 +236,11 @@ impl ObjectStorage for FaultyStorage {
             .await
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<PutResult> {
+        self.write(StorageOp::Put, key, self.inner.put_parts(key, parts))
+            .await
+    }
+
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutResult> {
         self.write(
             StorageOp::PutIfAbsent,

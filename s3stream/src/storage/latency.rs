@@ -230,6 +230,13 @@ impl ObjectStorage for LatencyStorage {
         self.inner.put(key, data).await
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<PutResult> {
+        let len = parts.iter().map(Bytes::len).sum();
+        let delay = self.draw(&self.profile.put) + transfer(len, self.profile.put_bytes_per_sec);
+        self.pause(delay).await;
+        self.inner.put_parts(key, parts).await
+    }
+
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutResult> {
         let delay =
             self.draw(&self.profile.put) + transfer(data.len(), self.profile.put_bytes_per_sec);

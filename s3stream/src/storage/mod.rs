@@ -128,6 +128,14 @@ pub trait ObjectStorage: Debug + Send + Sync + 'static {
     /// Writes `data` as the object `key`, replacing any object there, in one request.
     async fn put(&self, key: &str, data: Bytes) -> Result<PutResult>;
 
+    /// [`put`](Self::put) of the concatenation of `parts`, in one request, with the same rules.
+    /// The default joins the parts into one buffer and calls `put`; backends that can send the
+    /// parts where they are do so without the copy, and wrappers pass the parts on (a WAL
+    /// object is sent this way, its large batches as they were appended; docs/write-copies.md).
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<PutResult> {
+        self.put(key, join_parts(&parts)).await
+    }
+
     /// Writes `data` as the object `key` only if no object exists there, atomically (S3
     /// `If-None-Match: *`). Returns [`StorageError::Precondition`] and writes nothing if one
     /// exists. Of several concurrent calls on one key at most one succeeds. Used for fencing.
@@ -181,6 +189,19 @@ pub trait ObjectStorage: Debug + Send + Sync + 'static {
     /// root. This pages through the whole listing: it is for garbage collection and tools, never
     /// for the read or write path, which know their keys from the metadata.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
+}
+
+/// The concatenation of `parts` in one buffer (the part itself when there is one).
+pub fn join_parts(parts: &[Bytes]) -> Bytes {
+    match parts {
+        [] => Bytes::new(),
+        [only] => only.clone(),
+        _ => {
+            let mut joined = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
+            parts.iter().for_each(|p| joined.extend_from_slice(p));
+            Bytes::from(joined)
+        }
+    }
 }
 
 /// Compile-time check that [`ObjectStorage`] stays object-safe.

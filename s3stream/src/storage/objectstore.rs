@@ -195,7 +195,7 @@ impl ObjectStoreBackend {
         })
     }
 
-    async fn put_mode(&self, op: StorageOp, key: &str, data: Bytes) -> Result<PutResult> {
+    async fn put_mode(&self, op: StorageOp, key: &str, data: PutPayload) -> Result<PutResult> {
         let path = self.path(key)?;
         let mode = match op {
             StorageOp::PutIfAbsent => PutMode::Create,
@@ -207,7 +207,7 @@ impl ObjectStoreBackend {
         };
         let res = self
             .store
-            .put_opts(&path, PutPayload::from(data), opts)
+            .put_opts(&path, data, opts)
             .await
             .map_err(|e| map_error(op, key, e))?;
         Ok(PutResult::new(res.e_tag))
@@ -319,11 +319,19 @@ impl ObjectStorage for ObjectStoreBackend {
     }
 
     async fn put(&self, key: &str, data: Bytes) -> Result<PutResult> {
-        self.put_mode(StorageOp::Put, key, data).await
+        self.put_mode(StorageOp::Put, key, data.into()).await
+    }
+
+    /// The parts as one payload of several chunks: sent in order over HTTP with the
+    /// `Content-Length` of their sum, or written one after another to a local file; no copy.
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<PutResult> {
+        self.put_mode(StorageOp::Put, key, parts.into_iter().collect())
+            .await
     }
 
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutResult> {
-        self.put_mode(StorageOp::PutIfAbsent, key, data).await
+        self.put_mode(StorageOp::PutIfAbsent, key, data.into())
+            .await
     }
 
     async fn get(&self, key: &str) -> Result<Bytes> {

@@ -464,15 +464,17 @@ impl WalWriter {
 
     async fn upload(&self, id: u64, records: Vec<WalRecord>) -> Result<WrittenObject, WalError> {
         let key = Self::object_key(&self.inner.prefix, id);
-        let (body, spans): (Bytes, Vec<WalSpan>) =
-            wal::encode(records, self.inner.settings.block_bytes);
+        // The object in parts: its large batches are sent as they were appended, not copied.
+        let (parts, spans): (Vec<Bytes>, Vec<WalSpan>) =
+            wal::encode_parts(records, self.inner.settings.block_bytes);
+        let size: usize = parts.iter().map(Bytes::len).sum();
         let settings = &self.inner.settings;
         let started = Instant::now();
         let mut delays = settings.retry_backoff().delays();
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            match self.inner.storage.put(&key, body.clone()).await {
+            match self.inner.storage.put_parts(&key, parts.clone()).await {
                 Ok(_) => {
                     // The clock is read first: the rule is about when the success arrived.
                     if let Some(fence) = &self.inner.fence
@@ -488,13 +490,11 @@ impl WalWriter {
                     }
                     let metrics = &self.inner.metrics;
                     metrics.puts.fetch_add(1, Ordering::Relaxed);
-                    metrics
-                        .put_bytes
-                        .fetch_add(body.len() as u64, Ordering::Relaxed);
+                    metrics.put_bytes.fetch_add(size as u64, Ordering::Relaxed);
                     return Ok(WrittenObject {
                         id,
                         key,
-                        size: body.len() as u64,
+                        size: size as u64,
                         spans,
                     });
                 }

@@ -13,6 +13,51 @@ pub(super) async fn put_get_round_trip(store: Arc<dyn ObjectStorage>) {
     assert!(!store.name().is_empty());
 }
 
+/// `put_parts` writes the parts' concatenation as one object, with `put`'s rules, directly and
+/// through the counting wrapper (one PUT, the parts' bytes).
+pub(super) async fn put_parts_writes_their_concatenation(store: Arc<dyn ObjectStorage>) {
+    let parts = vec![
+        pattern(100, 1),
+        Bytes::new(),
+        pattern(1 << 20, 2),
+        pattern(16, 3),
+        pattern(70_000, 4),
+    ];
+    let whole: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+    store.put_parts("parts/a", parts.clone()).await.unwrap();
+    assert_eq!(store.get("parts/a").await.unwrap(), whole);
+    assert_eq!(
+        store.head("parts/a").await.unwrap().size,
+        whole.len() as u64
+    );
+    assert_eq!(
+        store
+            .get_range("parts/a", 1_048_000..1_048_700)
+            .await
+            .unwrap(),
+        &whole[1_048_000..1_048_700]
+    );
+    // It replaces an object, and no parts at all is an empty object.
+    store
+        .put_parts("parts/a", vec![pattern(10, 5)])
+        .await
+        .unwrap();
+    assert_eq!(store.get("parts/a").await.unwrap(), pattern(10, 5));
+    store.put_parts("parts/empty", Vec::new()).await.unwrap();
+    assert!(store.get("parts/empty").await.unwrap().is_empty());
+    // Through a wrapper: one request, the parts' bytes.
+    let counting = CountingStorage::new(store.clone());
+    counting.put_parts("parts/b", parts).await.unwrap();
+    let counts = counting.counts();
+    assert_eq!((counts.puts, counts.bytes_in), (1, whole.len() as u64));
+    assert_eq!(store.get("parts/b").await.unwrap(), whole);
+    // A bad key is refused before anything is sent.
+    assert!(matches!(
+        store.put_parts("bad//key", vec![pattern(3, 6)]).await,
+        Err(StorageError::InvalidKey { .. })
+    ));
+}
+
 pub(super) async fn ranged_gets(store: Arc<dyn ObjectStorage>) {
     let data = pattern(1000, 2);
     store.put("r", data.clone()).await.unwrap();

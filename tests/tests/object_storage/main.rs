@@ -77,6 +77,7 @@ macro_rules! conformance {
         mod $backend {
             conformance!(@tests $backend:
                 put_get_round_trip,
+                put_parts_writes_their_concatenation,
                 ranged_gets,
                 ranged_gets_in_pieces,
                 head_reports_size_and_time,

@@ -22,7 +22,8 @@ use crate::engine::metrics::EngineMetrics;
 use crate::engine::settings::EngineSettings;
 use crate::error::{Result, StreamError};
 use crate::failpoints::{self, Failpoints};
-use crate::format::object::ObjectBuilder;
+use crate::format::object::{self, ObjectBuilder};
+use crate::format::wal::SHARED_PAYLOAD_BYTES;
 use crate::storage::{ObjectStorage, StorageError};
 use crate::wal::WalWriter;
 
@@ -189,15 +190,23 @@ async fn write_object(
     kind: ObjectKind,
     parts: &[Part],
 ) -> Result<ObjectRecord> {
-    let mut builder = ObjectBuilder::new(context.settings.compaction.block_bytes);
+    // In parts: batches of `SHARED_PAYLOAD_BYTES` or more are sent where they are (the log
+    // cache's, or slices of the objects a merge read), the rest copied (docs/write-copies.md).
+    let copied = object::copied_bytes(parts.iter().flat_map(|p| &p.batches), SHARED_PAYLOAD_BYTES);
+    let mut builder = ObjectBuilder::sharing(
+        context.settings.compaction.block_bytes,
+        SHARED_PAYLOAD_BYTES,
+        copied + 4096,
+    );
     for part in parts {
         builder.add_stream(part.stream_id, &part.batches);
     }
     let id = context.metadata.allocate_object_id().await?;
     let key = object_key(&context.settings.data_prefix, id);
-    let (bytes, spans) = builder.finish();
-    let size = bytes.len() as u64;
-    put_with_retry(context.data_storage, &key, bytes).await?;
+    let (pieces, index) = builder.finish_parts(&[]);
+    let spans = object::spans(&index);
+    let size = pieces.iter().map(|p| p.len() as u64).sum();
+    put_with_retry(context.data_storage, &key, pieces).await?;
     let metrics = context.metrics;
     metrics.objects_written.fetch_add(1, Ordering::Relaxed);
     metrics
@@ -252,9 +261,9 @@ const UPLOAD_BACKOFF: Backoff =
 async fn put_with_retry(
     storage: &Arc<dyn ObjectStorage>,
     key: &str,
-    bytes: bytes::Bytes,
+    parts: Vec<bytes::Bytes>,
 ) -> Result<()> {
-    let put = || storage.put(key, bytes.clone());
+    let put = || storage.put_parts(key, parts.clone());
     put.retry(UPLOAD_BACKOFF.builder())
         .when(StorageError::is_retryable)
         .notify(|error, delay| tracing::warn!(%key, %error, ?delay, "object PUT failed; retrying"))

@@ -255,4 +255,3 @@ async fn succeeded(r: reqwest::Result<reqwest::Response>, what: &str) -> Result<
     }
     Ok(())
 }
-
