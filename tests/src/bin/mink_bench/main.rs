@@ -73,6 +73,7 @@ mod client;
 mod cluster;
 mod histogram;
 mod items;
+mod lean_http;
 mod node;
 mod raw;
 mod report;

@@ -5,8 +5,9 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
+use crate::lean_http::Connection;
 use crate::node::cpu_seconds;
 use crate::report::{pct, signed_ms, verdict};
 use crate::rows::{kv_fields, ndjson_row};
@@ -73,7 +74,9 @@ impl Bench {
              Measured on the client: per append, the time from the append's response to each reader \
              holding the row (an SSE event, or a long-poll's whole response). Every reader is parked \
              before each append (the node's `parked_reads` gauge says so for long-polls). The driver \
-             reads all the readers' connections on the same two cores as the node.\n\n",
+             reads all the readers' connections on the same two cores as the node; each reader is \
+             one kept-alive HTTP/1.1 connection whose responses the driver decodes itself \
+             (`mink_bench/lean_http.rs`), not through its HTTP client.\n\n",
         );
         Ok(())
     }
@@ -90,22 +93,16 @@ impl Bench {
         let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Instant)>();
         let mut tasks = Vec::with_capacity(readers);
         for _ in 0..readers {
-            let response = c
-                .http
-                .get(&url)
-                .send()
-                .await
-                .map_err(|e| format!("SSE: {e}"))?;
+            let mut reader = Connection::connect(&url).await?;
+            reader.get(&url, "text/event-stream").await?;
             let (tx, first) = (tx.clone(), *next);
             tasks.push(tokio::spawn(async move {
-                let mut response = response;
-                let mut buffer = String::new();
                 for round in 0..rounds {
                     let id = first + round as u64 + 1;
                     let wants = [format!("id: {id}\n"), format!("id:{id}\n")];
-                    crate::client::read_until(&mut response, &mut buffer, &wants).await?;
+                    let wants = [wants[0].as_bytes(), wants[1].as_bytes()];
+                    reader.read_until(&wants).await?;
                     let _ = tx.send((round, Instant::now()));
-                    buffer.clear();
                 }
                 Ok::<_, Error>(())
             }));
@@ -121,7 +118,8 @@ impl Bench {
         case
     }
 
-    /// `rounds` appends, each to `readers` long-polls parked before it.
+    /// `rounds` appends, each to `readers` long-polls parked before it (each reader one
+    /// kept-alive connection, one long-poll per round).
     async fn fan_out_long_poll(
         &mut self,
         readers: usize,
@@ -130,29 +128,42 @@ impl Bench {
     ) -> Result<Case, Error> {
         let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Instant)>();
         let records = self.client.records("fanout", 0);
-        let client = self.client.clone();
+        let (round_tx, round_rx) = watch::channel(None::<usize>);
         let start = *next;
-        let case = self.fan_out_rounds(readers, rounds, next, &mut rx, move |round| {
-            let (client, tx, records) = (client.clone(), tx.clone(), records.clone());
-            async move {
-                let offset = start + round as u64;
-                let url = format!("{records}?offset={offset}&live=long-poll&timeout_ms=20000");
-                for _ in 0..readers {
-                    let reader = client.long_poll(url.clone());
-                    let tx = tx.clone();
-                    tokio::spawn(async move {
-                        if let Ok(Ok(at)) = reader.await {
-                            let _ = tx.send((round, at));
-                        }
-                    });
+        let mut tasks = Vec::with_capacity(readers);
+        for _ in 0..readers {
+            let mut reader = Connection::connect(&records).await?;
+            let (tx, records, mut round_rx) = (tx.clone(), records.clone(), round_rx.clone());
+            tasks.push(tokio::spawn(async move {
+                while round_rx.changed().await.is_ok() {
+                    let Some(round) = *round_rx.borrow_and_update() else {
+                        continue;
+                    };
+                    let offset = start + round as u64;
+                    let url = format!("{records}?offset={offset}&live=long-poll&timeout_ms=20000");
+                    reader.get(&url, "*/*").await?;
+                    reader.read_to_end().await?;
+                    let _ = tx.send((round, Instant::now()));
                 }
+                Ok::<_, Error>(())
+            }));
+        }
+        let client = self.client.clone();
+        let case = self.fan_out_rounds(readers, rounds, next, &mut rx, move |round| {
+            let (client, round_tx) = (client.clone(), round_tx.clone());
+            async move {
+                round_tx.send_replace(Some(round));
                 client.wait_metric("parked_reads", readers as f64).await?;
                 // Counted from their admission: let the last ones find the tail and park.
                 tokio::time::sleep(Duration::from_millis(10 + readers as u64 / 20)).await;
                 Ok(())
             }
         });
-        case.await
+        let case = case.await;
+        for task in tasks {
+            task.abort();
+        }
+        case
     }
 
     /// The rounds of a case: `before(round)` readies the readers, then one append, then every
