@@ -202,8 +202,13 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
             .layer(Extension(parked));
         app = app.nest("/ds", ds);
     }
+    // The routes, then the middleware every request passes through, layered once around them
+    // (as the fallback of an empty router) rather than around each route: axum clones a route's
+    // whole stack for every request it answers, and each `from_fn` layer clones the layers
+    // beneath it again, so this stack stays short. These layers see each request as the client
+    // sent it, before routing, as they did when they wrapped each route.
+    let app = Router::new().fallback_service(app.fallback(not_found).with_state(core.clone()));
     let app = app
-        .fallback(not_found)
         // Nothing runs, not even the rate limit, before the token is checked (only the Host
         // allowlist, below, comes first).
         .layer(axum::middleware::from_fn_with_state(
@@ -234,11 +239,10 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         Some(cors) => app.layer(cors),
         None => app,
     };
-    let app = match hosts::AllowedHosts::new(&http.allowed_hosts) {
+    match hosts::AllowedHosts::new(&http.allowed_hosts) {
         Some(hosts) => app.layer(axum::middleware::from_fn_with_state(hosts, hosts::check)),
         None => app,
-    };
-    app.with_state(core)
+    }
 }
 
 /// The request log's layer.
