@@ -70,7 +70,7 @@ mod read;
 mod records;
 mod redirect;
 mod routes;
-mod shared_events;
+mod shared_renders;
 mod sse;
 mod tables;
 pub(crate) mod tls;

@@ -4,7 +4,7 @@
 //! it back when it returns; an SSE stream holds one for its whole life (until its body is
 //! dropped, when it ends or the client goes). Past either limit the request is refused with 429
 //! `too_many_requests`, so idle readers cannot hold every task and socket of the node. The
-//! parked readers also share the events rendered for SSE streams (`shared_events.rs`).
+//! parked readers also share what they render for small batches (`shared_renders.rs`).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::shared_events::SharedEvents;
+use super::shared_renders::{SharedBodies, SharedEvents};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 
@@ -25,6 +25,9 @@ pub(crate) struct ParkedReads {
     metrics: Arc<Metrics>,
     /// The events of small batches, rendered once for every SSE stream that sends them.
     pub(crate) events: Arc<SharedEvents>,
+    /// The bodies of long-polls answered by small batches, rendered once for every long-poll
+    /// that sends the same.
+    pub(crate) bodies: Arc<SharedBodies>,
 }
 
 #[derive(Debug, Default)]
@@ -48,6 +51,7 @@ impl ParkedReads {
             held: Mutex::new(Held::default()),
             metrics,
             events: Arc::default(),
+            bodies: Arc::default(),
         })
     }
 

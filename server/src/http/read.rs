@@ -33,6 +33,7 @@ use super::extract::millis;
 use super::headers::position_headers;
 use super::parked::{ParkedRead, ParkedReads};
 use super::pieces::Pieces;
+use super::shared_renders::{BodyKey, MAX_SHARED_STORED_BYTES, RenderedBody, SharedBodies};
 use crate::bucket_log::{BucketLog, LogOffsets, ReadChunk};
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
@@ -103,7 +104,7 @@ impl Parking {
 pub(crate) async fn serve(
     core: &NodeCore,
     info: &TableInfo,
-    log: &dyn BucketLog,
+    log: &Arc<dyn BucketLog>,
     q: &ReadQuery,
     format: Format,
     parking: &Parking,
@@ -113,9 +114,10 @@ pub(crate) async fn serve(
     let max_bytes = q.max_bytes(http);
     let columns = q.columns();
     let mut chunk = core
-        .read(log, from, q.until, columns.as_deref(), max_bytes)
+        .read(log.as_ref(), from, q.until, columns.as_deref(), max_bytes)
         .await?;
     let mut status = StatusCode::OK;
+    let mut delivered = false;
     if chunk.batches.is_empty()
         && q.live.as_deref().map(str::trim) == Some("long-poll")
         && q.until.is_none_or(|u| from < u)
@@ -135,22 +137,38 @@ pub(crate) async fn serve(
         drop(place);
         if log.offsets().high_watermark > from {
             chunk = core
-                .read(log, from, q.until, columns.as_deref(), max_bytes)
+                .read(log.as_ref(), from, q.until, columns.as_deref(), max_bytes)
                 .await?;
             core.delivered_to_parked(&chunk);
+            delivered = true;
         }
         if chunk.batches.is_empty() {
             status = StatusCode::NO_CONTENT;
         }
     }
-    let (body, next_offset) = render(
-        info,
-        chunk,
-        format,
-        columns.as_deref(),
-        (from, q.until),
-        http.max_render_bytes,
-    )?;
+    let range = (from, q.until);
+    let (body, next_offset) = if delivered && shares(&chunk, format) {
+        // Every long-poll parked at this offset reads the same batches at once.
+        render_shared(
+            &parking.reads.bodies,
+            log,
+            info,
+            chunk,
+            format,
+            columns,
+            range,
+            http,
+        )?
+    } else {
+        render(
+            info,
+            chunk,
+            format,
+            columns.as_deref(),
+            range,
+            http.max_render_bytes,
+        )?
+    };
     let offsets = log.offsets();
     let mut response = (status, body).into_response();
     let h = response.headers_mut();
@@ -163,6 +181,57 @@ pub(crate) async fn serve(
     Ok(response)
 }
 
+/// Whether a chunk read for a parked long-poll is rendered once for all: rows (mink batches
+/// are sent as stored anyway), from a few small batches.
+fn shares(chunk: &ReadChunk, format: Format) -> bool {
+    matches!(format, Format::Ndjson | Format::Arrow)
+        && chunk.batches.iter().map(Bytes::len).sum::<usize>() <= MAX_SHARED_STORED_BYTES
+}
+
+/// [`render`] through `shared`: the body another long-poll rendered from the same batches for
+/// the same range, format and columns, else rendered here and left there when it is whole.
+#[allow(clippy::too_many_arguments)]
+fn render_shared(
+    shared: &SharedBodies,
+    log: &Arc<dyn BucketLog>,
+    info: &TableInfo,
+    chunk: ReadChunk,
+    format: Format,
+    columns: Option<Vec<String>>,
+    (from, until): (u64, Option<u64>),
+    http: &HttpSettings,
+) -> ApiResult<(Body, u64)> {
+    let key = BodyKey {
+        from,
+        until,
+        read_end: chunk.next_offset,
+        format,
+        columns,
+    };
+    if let Some(kept) = shared.get(log, |k| *k == key) {
+        return Ok((Pieces::body(kept.pieces.iter().cloned()), kept.next_offset));
+    }
+    let (rendered, next_offset) = render_rows(
+        info,
+        chunk,
+        format,
+        key.columns.as_deref(),
+        (from, until),
+        http.max_render_bytes,
+    )?;
+    if rendered.tail.is_some() {
+        return Ok((streamed(rendered), next_offset));
+    }
+    let kept = Arc::new(RenderedBody {
+        pieces: rendered.head,
+        next_offset,
+    });
+    let bytes =
+        kept.pieces.iter().map(Bytes::len).sum::<usize>() + std::mem::size_of::<RenderedBody>();
+    shared.insert(log, key, &kept, bytes);
+    Ok((Pieces::body(kept.pieces.iter().cloned()), next_offset))
+}
+
 /// The body of a chunk in `format` and the offset after what it holds. NDJSON and Arrow bodies
 /// hold the rows within `[from, until)`, at most `bound` rendered bytes plus one piece of rows,
 /// and stream (see [`format::render_bounded`]); mink batches are sent as stored.
@@ -171,15 +240,33 @@ fn render(
     chunk: ReadChunk,
     format: Format,
     columns: Option<&[String]>,
-    (from, until): (u64, Option<u64>),
+    range: (u64, Option<u64>),
     bound: usize,
 ) -> ApiResult<(Body, u64)> {
+    if let Format::Mink | Format::Sse = format {
+        // Stored batches go out as they are stored: slices of the cached blocks.
+        return Ok((Pieces::body(chunk.batches), chunk.next_offset));
+    }
+    let (rendered, next_offset) = render_rows(info, chunk, format, columns, range, bound)?;
+    Ok((streamed(rendered), next_offset))
+}
+
+/// The rows of a chunk rendered as NDJSON or Arrow, and the offset after what they hold.
+fn render_rows(
+    info: &TableInfo,
+    chunk: ReadChunk,
+    format: Format,
+    columns: Option<&[String]>,
+    (from, until): (u64, Option<u64>),
+    bound: usize,
+) -> ApiResult<(format::Rendered, u64)> {
     // Rows at and after `until` are not sent, but a read never goes back before `from`.
     let clip = |next: u64| until.map_or(next, |u| next.min(u.max(from)));
     let (body_format, schema, batches, next_offset) = match format {
         Format::Mink | Format::Sse => {
-            // Stored batches go out as they are stored: slices of the cached blocks.
-            return Ok((Pieces::body(chunk.batches), chunk.next_offset));
+            return Err(ApiError::Internal {
+                message: format!("{format:?} bodies are sent as stored, not rendered"),
+            });
         }
         Format::Ndjson => {
             let mut rows = Vec::with_capacity(chunk.batches.len());
@@ -226,7 +313,7 @@ fn render(
     drop(chunk);
     let rendered = format::render_bounded(body_format, &schema, batches, from, until, bound)?;
     let next_offset = rendered.stopped_at.unwrap_or_else(|| clip(next_offset));
-    Ok((streamed(rendered), next_offset))
+    Ok((rendered, next_offset))
 }
 
 /// The rows of one stored batch, when it has any.

@@ -230,7 +230,7 @@ pub(crate) async fn read(
     if format == Format::Sse {
         return sse::serve(core, info, log, q, &headers, &parked);
     }
-    read::serve(&core, &info, log.as_ref(), &q, format, &parked).await
+    read::serve(&core, &info, &log, &q, format, &parked).await
 }
 
 /// Query of an offsets request.

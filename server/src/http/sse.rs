@@ -6,7 +6,7 @@
 //! offset after its last row; a stream may start inside a batch (a `Last-Event-ID` of a split
 //! batch), and sends the rows from there. Events are rendered one at a time as the client takes
 //! them; the events of a small batch sent whole are rendered once for every stream that sends them
-//! (`shared_events.rs`). An open stream holds a place of the parked-read limits (`parked.rs`) until it ends;
+//! (`shared_renders.rs`). An open stream holds a place of the parked-read limits (`parked.rs`) until it ends;
 //! past them it is refused with 429. At the tail the stream parks on the log's high-watermark waiter,
 //! so an event leaves the moment its append is durable. Heartbeat comments (`: heartbeat`) keep
 //! idle proxies from closing the connection, and the response ends after the recycle time (55 s by
@@ -28,7 +28,9 @@ use bytes::Bytes;
 use super::headers::position_headers;
 use super::parked::ParkedRead;
 use super::read::{Parking, ReadQuery, start_offset, stored_rows};
-use super::shared_events::{BatchEvents, MAX_SHARED_STORED_BYTES, SharedEvent, SharedEvents};
+use super::shared_renders::{
+    BatchEvents, EventsKey, MAX_SHARED_STORED_BYTES, SharedEvent, SharedEvents,
+};
 use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
@@ -230,7 +232,10 @@ impl Feed {
             return Ok(None);
         }
         let columns = self.columns.as_deref();
-        if let Some(events) = self.shared.get(&self.log, base, columns) {
+        let kept = self.shared.get(&self.log, |k| {
+            k.base_offset == base && k.columns.as_deref() == columns
+        });
+        if let Some(events) = kept {
             return Ok(Some(events));
         }
         let schema = self
@@ -253,7 +258,15 @@ impl Feed {
             None => events.push(SharedEvent::new(end, "[]".to_owned())),
         }
         let events: BatchEvents = events.into();
-        self.shared.insert(&self.log, base, columns, &events);
+        let bytes = events
+            .iter()
+            .map(|e| e.id.len() + e.data.len() + std::mem::size_of::<SharedEvent>())
+            .sum();
+        let key = EventsKey {
+            base_offset: base,
+            columns: columns.map(<[String]>::to_vec),
+        };
+        self.shared.insert(&self.log, key, &events, bytes);
         Ok(Some(events))
     }
 

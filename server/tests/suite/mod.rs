@@ -47,7 +47,9 @@ pub use edge::{
 pub use errors::{error_cases, rate_limit};
 pub use harness::{Backend, embedded};
 pub use node::{health_metrics_and_shutdown, restart_reads_everything_back};
-pub use read::{offsets_and_timestamps, projection, tail_reads_and_long_poll};
+pub use read::{
+    long_polls_share_rendered_bodies, offsets_and_timestamps, projection, tail_reads_and_long_poll,
+};
 pub use recovery::metadata_snapshot_and_restore;
 pub use retention::{retention_by_age, retention_by_size, retention_policy_api};
 pub use schemas::{
@@ -63,6 +65,7 @@ macro_rules! http_suite {
         http_suite!(@tests $make;
             tables_lifecycle, append_and_read_each_format, projection, tail_reads_and_long_poll,
             sse_with_client_library, sse_with_curl, sse_readers_share_rendered_events,
+            long_polls_share_rendered_bodies,
             idempotent_retries, error_cases,
             offsets_and_timestamps, restart_reads_everything_back, health_metrics_and_shutdown,
             rate_limit, read_render_bound, append_decoding_bounds, parked_read_limits,

@@ -158,3 +158,57 @@ pub async fn offsets_and_timestamps(backend: Backend) {
         "{offsets}"
     );
 }
+
+/// Long-polls parked at one offset are answered from one rendering of the batches that wake
+/// them (`http/shared_renders.rs`): each still gets its own columns and `until`, and a bucket of
+/// another table whose batches sit at the same offsets gets its own rows.
+pub async fn long_polls_share_rendered_bodies(backend: Backend) {
+    let h = Harness::start(backend).await;
+    h.create_table("a").await;
+    h.create_table("b").await;
+    h.append_ndjson("a", &ndjson(&[1])).await;
+    h.append_ndjson("b", &ndjson(&[10])).await;
+    let park = |table: &str, query: &str| {
+        let url = format!(
+            "{}?offset=1&live=long-poll&timeout_ms=20000{query}",
+            h.records(table)
+        );
+        let client = h.http.clone();
+        tokio::spawn(async move {
+            let r = client
+                .get(url)
+                .header("accept", NDJSON)
+                .send()
+                .await
+                .expect("long-poll");
+            assert_eq!(r.status(), StatusCode::OK);
+            let next = header(r.headers(), "mink-next-offset").expect("next offset");
+            (next, r.text().await.expect("body"))
+        })
+    };
+    let whole: Vec<_> = (0..10).map(|_| park("a", "")).collect();
+    let projected: Vec<_> = (0..5).map(|_| park("a", "&columns=msg")).collect();
+    let cut: Vec<_> = (0..3).map(|_| park("a", "&until=2")).collect();
+    let other: Vec<_> = (0..5).map(|_| park("b", "")).collect();
+    h.wait_metric("mink_waiters", 23.0).await;
+
+    // Table a's readers are answered (and leave their renders) before table b's append.
+    h.append_ndjson("a", &ndjson(&[2, 3])).await;
+    let rows_a = "{\"id\":2,\"msg\":\"m2\"}\n{\"id\":3,\"msg\":\"m3\"}\n";
+    for poll in whole {
+        assert_eq!(poll.await.unwrap(), ("3".to_owned(), rows_a.to_owned()));
+    }
+    for poll in projected {
+        let msg = "{\"msg\":\"m2\"}\n{\"msg\":\"m3\"}\n".to_owned();
+        assert_eq!(poll.await.unwrap(), ("3".to_owned(), msg));
+    }
+    for poll in cut {
+        let first = "{\"id\":2,\"msg\":\"m2\"}\n".to_owned();
+        assert_eq!(poll.await.unwrap(), ("2".to_owned(), first));
+    }
+    h.append_ndjson("b", &ndjson(&[20, 30])).await;
+    let rows_b = "{\"id\":20,\"msg\":\"m20\"}\n{\"id\":30,\"msg\":\"m30\"}\n";
+    for poll in other {
+        assert_eq!(poll.await.unwrap(), ("3".to_owned(), rows_b.to_owned()));
+    }
+}
