@@ -27,8 +27,11 @@ pub(crate) struct Connection {
     stream: TcpStream,
     /// Bytes read and not yet decoded (a head, a chunk's size line or data cut by a read).
     raw: Vec<u8>,
-    /// The decoded body since it was last searched and forgotten.
+    /// The decoded body since the last match was forgotten.
     text: Vec<u8>,
+    /// How much of `text` has been searched without a match (the needles' length less one is
+    /// searched again, in case a match began there).
+    searched: usize,
     framing: Framing,
     /// The response's body has ended.
     ended: bool,
@@ -50,6 +53,7 @@ impl Connection {
             stream,
             raw: Vec::with_capacity(16 << 10),
             text: Vec::with_capacity(16 << 10),
+            searched: 0,
             framing: Framing::Length(0),
             ended: true,
         })
@@ -96,22 +100,27 @@ impl Connection {
         };
         self.ended = false;
         self.text.clear();
+        self.searched = 0;
         Ok(())
     }
 
     /// Reads until the decoded body holds one of `wants`, then forgets the body up to the end of
     /// the first one found.
     pub(crate) async fn read_until(&mut self, wants: &[&[u8]]) -> Result<(), Error> {
+        let overlap = wants.iter().map(|w| w.len()).max().unwrap_or(1) - 1;
         loop {
             self.decode()?;
+            let from = self.searched.saturating_sub(overlap);
             let found = wants
                 .iter()
-                .filter_map(|w| find(&self.text, w).map(|at| at + w.len()))
+                .filter_map(|w| find(&self.text[from..], w).map(|at| from + at + w.len()))
                 .min();
             if let Some(end) = found {
                 self.text.drain(..end);
+                self.searched = 0;
                 return Ok(());
             }
+            self.searched = self.text.len();
             if self.ended {
                 return Err("lean HTTP: the body ended".into());
             }
@@ -126,6 +135,7 @@ impl Connection {
             if self.ended {
                 let length = self.text.len();
                 self.text.clear();
+                self.searched = 0;
                 return Ok(length);
             }
             self.fill().await?;
@@ -185,7 +195,7 @@ impl Connection {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 #[cfg(test)]
