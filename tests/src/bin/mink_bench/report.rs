@@ -56,6 +56,9 @@ pub(crate) fn spread(values: impl IntoIterator<Item = f64>, decimals: usize) -> 
     let (m, lo, hi) = median(v.iter().copied());
     if v.len() < 2 {
         format!("{m:.decimals$}")
+    } else if lo < 0.0 {
+        // "-0.14--0.08" would read badly.
+        format!("{m:.decimals$} ({lo:.decimals$} to {hi:.decimals$})")
     } else {
         format!("{m:.decimals$} ({lo:.decimals$}-{hi:.decimals$})")
     }
@@ -117,6 +120,7 @@ mod tests {
         assert_eq!(median(Vec::new()), (0.0, 0.0, 0.0));
         assert_eq!(spread([307.04, 300.1, 412.3], 1), "307.0 (300.1-412.3)");
         assert_eq!(spread([5.0], 1), "5.0");
+        assert_eq!(spread([-0.1, -0.2, 0.3], 2), "-0.10 (-0.20 to 0.30)");
         assert_eq!(spread_ratio([1.4, 1.02, 1.04]), "**1.04x** (1.02-1.40)");
         assert_eq!(spread_ratio([0.5]), "**0.50x**");
     }
