@@ -114,3 +114,53 @@ pub(crate) async fn raw_put_concurrent(
     }
     Ok((mbps, all))
 }
+
+/// `bytes` sent over one loopback TCP connection from the driver to itself, in 1 MiB writes
+/// read into one reused 1 MiB buffer: MB/s. No store and no HTTP: the most that any answer
+/// crossing a loopback socket on this machine can carry, which bounds every read through the
+/// node.
+pub(crate) async fn loopback_mbps(bytes: u64) -> Result<f64, Error> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("loopback listen: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("loopback address: {e}"))?;
+    let writer = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await?;
+        let chunk = vec![0x5au8; 1 << 20];
+        let mut sent = 0u64;
+        while sent < bytes {
+            let n = chunk.len().min((bytes - sent) as usize);
+            socket.write_all(&chunk[..n]).await?;
+            sent += n as u64;
+        }
+        socket.shutdown().await
+    });
+    let mut socket = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("loopback connect: {e}"))?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let started = Instant::now();
+    let mut received = 0u64;
+    loop {
+        let n = socket
+            .read(&mut buffer)
+            .await
+            .map_err(|e| format!("loopback read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        received += n as u64;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    writer
+        .await
+        .map_err(|e| format!("loopback writer: {e}"))?
+        .map_err(|e| format!("loopback write: {e}"))?;
+    if received != bytes {
+        return Err(format!("loopback: {received} of {bytes} bytes arrived"));
+    }
+    Ok(received as f64 / seconds / 1e6)
+}

@@ -119,6 +119,11 @@ impl Bench {
             }
         }
         let ranged_mbps = ranged_bytes as f64 / started.elapsed().as_secs_f64() / 1e6;
+        // The same number of bytes through a loopback socket, three passes.
+        let mut loopback = Vec::new();
+        for _ in 0..3 {
+            loopback.push(crate::raw::loopback_mbps(raw_bytes).await?);
+        }
         // Each run is a new life of the node (empty caches), then a cold and a warm replay.
         let mut runs = Vec::new();
         for run in 0..RUNS {
@@ -161,6 +166,14 @@ impl Bench {
              {ranged_mbps:.1} | {:.2}x | | | |",
             load >> 20,
             ranged_mbps / raw_mbps
+        );
+        let _ = writeln!(
+            self.report.md,
+            "| loopback TCP: as many bytes from the driver to itself in 1 MiB writes (no store, no \
+             HTTP: what any answer through a socket on this machine can carry), median of 3 \
+             passes | {} | {} | | | |",
+            spread(loopback.iter().copied(), 1),
+            spread_ratio(loopback.iter().map(|m| m / raw_mbps)),
         );
         for (i, phase) in ["cold", "warm"].into_iter().enumerate() {
             let of = |f: fn(&Phase) -> f64| runs.iter().map(move |r| f(&r.phases[i]));
