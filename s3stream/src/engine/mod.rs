@@ -29,6 +29,7 @@ mod compaction;
 mod footprint;
 mod lock;
 mod log_cache;
+mod manifest_queue;
 mod manifests;
 mod metrics;
 mod open_stream;
@@ -343,6 +344,7 @@ impl Engine {
             halted: AtomicBool::new(false),
             metrics,
             stages,
+            manifests: manifest_queue::ManifestQueue::default(),
             settings,
         });
         let tasks = vec![
@@ -410,7 +412,7 @@ impl Engine {
         };
         // Started now, so it runs while the caller goes on; a caller that drops the handle
         // leaves the PUT to finish on its own.
-        let task = tokio::spawn(async move { manifests::write(&shared, &manifest).await });
+        let task = tokio::spawn(async move { manifests::write(&shared, manifest).await });
         let write: ManifestWrite = Box::pin(async move {
             if let Err(e) = task.await {
                 tracing::warn!(error = %e, "the task writing a stream's manifest failed");

@@ -55,6 +55,8 @@ pub(crate) struct EngineShared {
     pub(crate) metrics: Arc<EngineMetrics>,
     /// Where the time appends spend in each stage goes, if anywhere.
     pub(crate) stages: Option<Arc<dyn StageObserver>>,
+    /// Stream manifests waiting for their PUT.
+    pub(crate) manifests: super::manifest_queue::ManifestQueue,
 }
 
 /// Back-pressure accounts in KiB so that a `u32` of permits covers any sensible budget.

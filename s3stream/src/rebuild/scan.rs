@@ -208,26 +208,27 @@ pub async fn read_manifests(
         .list(prefix)
         .await
         .map_err(|e| StreamError::Storage(Arc::new(e)))?;
-    let read: Vec<Option<(String, std::result::Result<StreamManifest, String>)>> =
-        stream::iter(listed)
-            .map(|meta| async move {
-                match store.get(&meta.key).await {
-                    Ok(bytes) => Ok(Some((
-                        meta.key,
-                        StreamManifest::decode(&bytes).map_err(|e| e.to_string()),
-                    ))),
-                    Err(e) if e.is_not_found() => Ok(None),
-                    Err(e) => Err(StreamError::Storage(Arc::new(e))),
-                }
-            })
-            .buffered(concurrency.max(1))
-            .try_collect()
-            .await?;
+    // Per object: its key and its manifests, or why they did not decode.
+    type Read = Option<(String, std::result::Result<Vec<StreamManifest>, String>)>;
+    let read: Vec<Read> = stream::iter(listed)
+        .map(|meta| async move {
+            match store.get(&meta.key).await {
+                Ok(bytes) => Ok(Some((
+                    meta.key,
+                    StreamManifest::decode_any(&bytes).map_err(|e| e.to_string()),
+                ))),
+                Err(e) if e.is_not_found() => Ok(None),
+                Err(e) => Err(StreamError::Storage(Arc::new(e))),
+            }
+        })
+        .buffered(concurrency.max(1))
+        .try_collect()
+        .await?;
     let mut manifests = Vec::new();
     let mut corrupt = Vec::new();
     for (key, manifest) in read.into_iter().flatten() {
         match manifest {
-            Ok(m) => manifests.push(m),
+            Ok(m) => manifests.extend(m),
             Err(why) => corrupt.push((key, why)),
         }
     }

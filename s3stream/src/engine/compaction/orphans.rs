@@ -9,6 +9,9 @@
 //! a commit lands within seconds or fails, so an object older than the grace with no record is
 //! one no commit will ever name. The records are read after the listing, so an object committed
 //! meanwhile is seen as named.
+//!
+//! The same pass deletes batches of stream manifests whose streams are all destroyed
+//! (docs/manifest-batches.md).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,9 +19,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime};
 
 use super::state::CompactorState;
+use crate::engine::manifests::batch_range;
 use crate::engine::shared::EngineShared;
 use crate::error::{Result, StreamError};
 use crate::format::is_object_name;
+use mink_metadata::StreamState;
 
 /// Sweeps when the last sweep is `orphan_sweep_interval` old (or there was none in this life).
 pub(super) async fn sweep_if_due(engine: &EngineShared, state: &mut CompactorState) -> Result<()> {
@@ -31,6 +36,7 @@ pub(super) async fn sweep_if_due(engine: &EngineShared, state: &mut CompactorSta
         return Ok(());
     }
     state.last_orphan_sweep = Some(Instant::now());
+    sweep_manifest_batches(engine).await?;
     let storage = |e| StreamError::Storage(Arc::new(e));
     let listed = engine
         .data_storage
@@ -77,6 +83,65 @@ pub(super) async fn sweep_if_due(engine: &EngineShared, state: &mut CompactorSta
     tracing::info!(
         objects = orphans.len(),
         "deleted committed objects that no record names"
+    );
+    Ok(())
+}
+
+/// Deletes batches of stream manifests (docs/manifest-batches.md) older than `orphan_grace` of
+/// which no stream whose id is in the batch's range is left: every stream the batch names was
+/// destroyed (a destroy deletes only a stream's own manifest). Judged from the batch's name
+/// alone, without reading it, so a batch whose range also spans a live stream of another
+/// batch waits for that one too.
+async fn sweep_manifest_batches(engine: &EngineShared) -> Result<()> {
+    let storage = |e| StreamError::Storage(Arc::new(e));
+    let prefix = &engine.settings.manifest_prefix;
+    let listed = engine.data_storage.list(prefix).await.map_err(storage)?;
+    let now = SystemTime::now();
+    let grace = engine.settings.compaction.orphan_grace;
+    let batches: Vec<(String, (u64, u64))> = listed
+        .into_iter()
+        .filter(|m| {
+            m.last_modified
+                .and_then(|at| now.duration_since(at).ok())
+                .is_some_and(|age| age >= grace)
+        })
+        .filter_map(|m| {
+            let range = batch_range(m.key.strip_prefix(prefix.as_str())?)?;
+            Some((m.key, range))
+        })
+        .collect();
+    if batches.is_empty() {
+        return Ok(());
+    }
+    // Listed after the batches: a stream created meanwhile is in a newer batch.
+    let mut live: Vec<u64> = engine
+        .metadata
+        .list_streams()
+        .await?
+        .into_iter()
+        .filter(|s| s.state != StreamState::Deleted)
+        .map(|s| s.id)
+        .collect();
+    live.sort_unstable();
+    let emptied: Vec<String> = batches
+        .into_iter()
+        .filter(|(_, (lowest, highest))| {
+            let from = live.partition_point(|id| id < lowest);
+            live.get(from).is_none_or(|id| id > highest)
+        })
+        .map(|(key, _)| key)
+        .collect();
+    if emptied.is_empty() {
+        return Ok(());
+    }
+    engine
+        .data_storage
+        .delete_many(&emptied)
+        .await
+        .map_err(storage)?;
+    tracing::info!(
+        batches = emptied.len(),
+        "deleted batches of stream manifests whose streams are all destroyed"
     );
     Ok(())
 }
