@@ -10,8 +10,8 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use mink_codec::BatchMeta;
 use mink_server::format::schema::{JsonField, JsonSchema};
 use mink_server::format::{
-    RowBounds, arrow_to_rows, decode_batch, encode_rows, ndjson_to_rows, rows_to_arrow, rows_to_json_array,
-    rows_to_ndjson,
+    RowBounds, arrow_to_rows, decode_batch, encode_rows, ndjson_to_rows, rows_to_arrow,
+    rows_to_json_array, rows_to_ndjson,
 };
 
 /// Rows per batch the node accepts (the default of `limits.max_rows_per_batch`); a body over it is
@@ -123,7 +123,8 @@ fn appended(schema: &SchemaRef, rows: &RecordBatch) {
     let _ = rows_to_ndjson(&decoded, &mut ndjson);
     let _ = rows_to_json_array(&decoded);
     if let Ok(ipc) = rows_to_arrow(schema, std::slice::from_ref(&decoded)) {
-        let back = arrow_to_rows(schema, &ipc, RowBounds::default()).expect("an Arrow read appends back");
+        let back =
+            arrow_to_rows(schema, &ipc, RowBounds::default()).expect("an Arrow read appends back");
         assert_eq!(format!("{back:?}"), format!("{rows:?}"));
     }
 }

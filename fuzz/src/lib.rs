@@ -37,6 +37,11 @@ pub const TARGETS: &[Target] = &[
         seeds: objects::committed_seeds,
     },
     Target {
+        name: "stream_manifest",
+        run: objects::run_manifest,
+        seeds: objects::manifest_seeds,
+    },
+    Target {
         name: "metadata_value",
         run: metadata::run,
         seeds: metadata::seeds,

@@ -1,9 +1,11 @@
 //! Targets `wal_object` and `committed_object`: the two object layouts of s3stream, read back the
 //! way recovery (a WAL object whole), compaction (a committed object whole) and the read path
-//! (footer from the tail, then the index, then each block by its range) read them.
+//! (footer from the tail, then the index, then each block by its range) read them; and
+//! `stream_manifest`: a stream's manifest or a batch of them, as a rebuild reads them.
 
 use bytes::Bytes;
 use mink_s3stream::StreamBatch;
+use mink_s3stream::format::manifest::{MANIFEST_BATCH_VERSION, MAX_LABEL_LEN, StreamManifest};
 use mink_s3stream::format::object::{
     self, BLOCK_HEADER_LEN, BlockEntry, FOOTER_LEN, INDEX_ENTRY_LEN, ObjectBuilder,
 };
@@ -255,4 +257,56 @@ mod tests {
             run_committed(&seed);
         }
     }
+}
+
+/// A stream manifest (version 1) or a batch of them (version 2): decoded as a rebuild does, then
+/// again with the trailing CRC recomputed.
+pub fn run_manifest(data: &[u8]) {
+    check_manifest(data);
+    if let Some(at) = data.len().checked_sub(4) {
+        let mut sealed = data.to_vec();
+        let crc = crc32c::crc32c(&sealed[..at]);
+        put_u32(&mut sealed, at, crc);
+        check_manifest(&sealed);
+    }
+}
+
+fn check_manifest(data: &[u8]) {
+    let Ok(manifests) = StreamManifest::decode_any(data) else {
+        return;
+    };
+    assert!(
+        !manifests.is_empty(),
+        "a decoded manifest object names a stream"
+    );
+    assert!(manifests.iter().all(|m| m.label.len() <= MAX_LABEL_LEN));
+    // What decodes is exactly what the encoder of its version writes.
+    let again = if data.get(4) == Some(&MANIFEST_BATCH_VERSION) {
+        StreamManifest::encode_batch(&manifests)
+    } else {
+        manifests[0].encode()
+    };
+    assert_eq!(
+        again.as_ref(),
+        data,
+        "a decoded manifest re-encodes to its bytes"
+    );
+}
+
+/// A manifest, a batch of one and a batch of several.
+pub fn manifest_seeds() -> Vec<Vec<u8>> {
+    let manifest = |id: u64, label: &str| StreamManifest {
+        stream_id: id,
+        label: Bytes::from(label.to_owned()),
+    };
+    let one = manifest(
+        7,
+        r#"{"tablet":{"table":"t","incarnation":1,"partition":"p","bucket":0}}"#,
+    );
+    let several: Vec<StreamManifest> = (0..5).map(|i| manifest(100 + i, "x")).collect();
+    vec![
+        one.encode().to_vec(),
+        StreamManifest::encode_batch(std::slice::from_ref(&one)).to_vec(),
+        StreamManifest::encode_batch(&several).to_vec(),
+    ]
 }

@@ -51,6 +51,11 @@ const TARGETS: &[Target] = &[
         about: "a committed object: footer, index and blocks as reads and compaction do (s3stream)",
     },
     Target {
+        name: "stream_manifest",
+        krate: DECODERS,
+        about: "a stream manifest or a batch of them, as a rebuild reads them (s3stream)",
+    },
+    Target {
         name: "metadata_value",
         krate: DECODERS,
         about: "a metadata value decoded as every record kind (metadata)",
