@@ -974,6 +974,52 @@ async fn small_wal_objects_are_rewritten_between_adopted_ones() {
 }
 
 #[tokio::test]
+async fn deleting_a_rounds_wal_objects_does_not_hold_up_the_next_round() {
+    let world = World::new();
+    let mut settings = no_tail_cache();
+    // Background rounds, every WAL object rewritten (so each round has objects to delete).
+    settings.compaction.interval = Duration::from_millis(10);
+    let store = Arc::new(FaultyStorage::new(world.storage.clone(), 1));
+    store.hold_deletes(true);
+    let engine = world
+        .engine_with("n1", settings, store.clone(), Arc::new(Failpoints::new()))
+        .await
+        .unwrap();
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    let until = async |done: &dyn Fn() -> bool, what: &str| {
+        tokio::time::timeout(WAIT, async {
+            while !done() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{what}"));
+    };
+    append_n(&stream, 3).await;
+    until(
+        &|| engine.uncompacted_bytes() == 0 && counter(&engine.metrics().compactions) > 0,
+        "the first round commits with its deletion held",
+    )
+    .await;
+    // The next round commits and gives its room back while the first round's deletion waits.
+    append_n(&stream, 3).await;
+    until(
+        &|| engine.uncompacted_bytes() == 0,
+        "the second round commits while the first round's deletion is held",
+    )
+    .await;
+    assert_eq!(counter(&engine.metrics().wal_objects_deleted), 0);
+    assert_eq!(world.storage.list("wal/").await.unwrap().len(), 6);
+    // Released, the deletions finish; compacting now waits for them.
+    store.hold_deletes(false);
+    engine.compact_now().await.unwrap();
+    assert_eq!(counter(&engine.metrics().wal_objects_deleted), 6);
+    assert!(world.storage.list("wal/").await.unwrap().is_empty());
+    assert_eq!(read_all(&stream, 0).await, expected(0, 12));
+}
+
+#[tokio::test]
 async fn wal_objects_are_rewritten_when_committed_objects_go_elsewhere() {
     let world = World::new();
     let data: Arc<dyn ObjectStorage> = Arc::new(ObjectStoreBackend::memory());

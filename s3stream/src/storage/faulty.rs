@@ -63,6 +63,8 @@ pub struct FaultyStorage {
     inner: Arc<dyn ObjectStorage>,
     state: Mutex<State>,
     injected: AtomicU64,
+    /// While true, deletes wait before they reach the inner store.
+    deletes_held: tokio::sync::watch::Sender<bool>,
 }
 
 fn take_one(slot: &mut Option<(u64, FaultKind)>) -> Option<FaultKind> {
@@ -89,6 +91,7 @@ impl FaultyStorage {
                 fail_after_write: false,
             }),
             injected: AtomicU64::new(0),
+            deletes_held: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -127,6 +130,12 @@ impl FaultyStorage {
         self.state().put_delay = delay;
     }
 
+    /// While `hold` is true, deletes (`delete`, `delete_many`) wait before they reach the inner
+    /// store; they go on when it is set false again (or by [`FaultyStorage::clear`]).
+    pub fn hold_deletes(&self, hold: bool) {
+        self.deletes_held.send_replace(hold);
+    }
+
     /// When on, failed writes (`put`, `put_if_absent`, `delete`, `delete_many`) are first applied
     /// to the inner store, then reported as failed.
     pub fn set_fail_after_write(&self, on: bool) {
@@ -141,6 +150,7 @@ impl FaultyStorage {
         s.fail_next_op.clear();
         s.put_delay = Duration::ZERO;
         s.fail_after_write = false;
+        self.deletes_held.send_replace(false);
     }
 
     /// How many faults were injected so far.
@@ -200,6 +210,10 @@ impl FaultyStorage {
         };
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
+        }
+        if matches!(op, StorageOp::Delete | StorageOp::DeleteMany) {
+            // The sender lives as long as `self`, so the wait ends only when the hold does.
+            let _ = self.deletes_held.subscribe().wait_for(|held| !held).await;
         }
         match self.decide(op) {
             None => call.await,

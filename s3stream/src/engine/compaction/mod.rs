@@ -71,6 +71,7 @@ pub(crate) async fn run_compactor(engine: Weak<EngineShared>) {
 
 /// Deletes every object waiting for deletion, grace period or not (at shutdown).
 pub(crate) async fn delete_pending(engine: &EngineShared) {
+    round::finish_wal_deletes(engine).await;
     let mut state = engine.compaction_lock.lock().await;
     gc::delete_expired(engine, &mut state, true).await;
 }

@@ -16,9 +16,10 @@
 //!
 //! Batches of streams that are no longer open here, or of an older epoch, are left out. One
 //! metadata commit, fenced by every stream's epoch, adds the objects, advances the committed
-//! ends and retires the WAL ids below `p`; only then are the rewritten WAL objects deleted and
-//! the log cache trimmed (releasing back-pressure). Adopted WAL objects stay: they are committed
-//! objects now, collected like any other when trimmed.
+//! ends and retires the WAL ids below `p`; only then is the log cache trimmed (releasing
+//! back-pressure) and are the rewritten WAL objects deleted, in a task that runs beside the next
+//! round (at most one such task at a time; [compact] waits for it). Adopted WAL objects stay:
+//! they are committed objects now, collected like any other when trimmed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -37,12 +38,23 @@ use crate::failpoints;
 
 /// Compacts everything durable now, in one round.
 pub(crate) async fn compact(engine: &EngineShared) -> Result<()> {
-    compact_round(engine, u64::MAX).await.map(drop)
+    let outcome = compact_round(engine, u64::MAX).await.map(drop);
+    finish_wal_deletes(engine).await;
+    outcome
+}
+
+/// Waits for the deletion of the last round's rewritten WAL objects, if it is still running.
+pub(crate) async fn finish_wal_deletes(engine: &EngineShared) {
+    let previous = engine.compaction_lock.lock().await.wal_deletes.take();
+    if let Some(previous) = previous {
+        let _ = previous.await;
+    }
 }
 
 /// One compaction round over the oldest durable WAL objects, up to about `max_bytes` of them (at
 /// least one). Returns whether durable WAL objects were left for the next round.
 pub(crate) async fn compact_round(engine: &EngineShared, max_bytes: u64) -> Result<bool> {
+    let started = std::time::Instant::now();
     let mut state = engine.compaction_lock.lock().await;
     if engine.halted() {
         return Err(StreamError::ShutDown);
@@ -107,6 +119,8 @@ pub(crate) async fn compact_round(engine: &EngineShared, max_bytes: u64) -> Resu
         node: engine.node.clone(),
         below: point,
     };
+    let wal_objects = written.len();
+    let wal_bytes: u64 = written.iter().map(|o| o.size).sum();
     if plan.ends.len() <= per_commit {
         // One transaction: the adopted objects, one set of written objects, every stream.
         for group in &plan.rewrite {
@@ -195,14 +209,30 @@ pub(crate) async fn compact_round(engine: &EngineShared, max_bytes: u64) -> Resu
             rewritten.push(object.id);
         }
     }
-    delete_wal_objects(
-        &engine.wal_storage,
-        engine.wal.prefix(),
-        &rewritten,
-        metrics,
-    )
-    .await;
+    // The rewritten WAL objects are garbage now (the commit retired their ids). Deleting them
+    // takes about as long as writing the round's objects on some stores, so it runs beside the
+    // next round rather than before it; at most one round's deletion is in flight.
+    if let Some(previous) = state.wal_deletes.take() {
+        let _ = previous.await;
+    }
+    if !rewritten.is_empty() {
+        let (storage, prefix, metrics) = (
+            engine.wal_storage.clone(),
+            engine.wal.prefix().to_owned(),
+            engine.metrics.clone(),
+        );
+        state.wal_deletes = Some(tokio::spawn(async move {
+            delete_wal_objects(&storage, &prefix, &rewritten, &metrics).await;
+        }));
+    }
     metrics.compactions.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(
+        wal_objects,
+        wal_bytes,
+        adopted,
+        micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        "compaction round"
+    );
     Ok(more)
 }
 

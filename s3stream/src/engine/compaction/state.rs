@@ -15,6 +15,9 @@ pub(crate) struct CompactorState {
     pub(crate) pending: PendingDeletes,
     /// When this life of the engine last swept orphaned objects.
     pub(crate) last_orphan_sweep: Option<Instant>,
+    /// The deletion of the last round's rewritten WAL objects, while it runs beside the next
+    /// round.
+    pub(crate) wal_deletes: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Objects removed from the metadata, waiting out the grace period before deletion.
