@@ -170,6 +170,23 @@ impl MetaKv for MemoryKv {
         }))
     }
 
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<KeyValue>>> {
+        for key in keys {
+            validate_key(key)?;
+        }
+        let state = self.inner.state();
+        Ok(keys
+            .iter()
+            .map(|key| {
+                state.map.get(key).map(|(value, version, _)| KeyValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                    version: *version,
+                })
+            })
+            .collect())
+    }
+
     async fn put(&self, key: &str, value: Bytes) -> Result<u64> {
         put_as_txn(self, key, value).await
     }

@@ -253,6 +253,14 @@ pub trait MetaKv: Send + Sync + 'static {
     /// Reads one key.
     async fn get(&self, key: &str) -> Result<Option<KeyValue>>;
 
+    /// Reads several keys: for each, what [`MetaKv::get`] would return, in the order of `keys`.
+    /// Backends that can read them together do (redb: one read transaction; memory: one lock),
+    /// so a commit naming hundreds of streams does not pay for hundreds of separate reads. Like
+    /// `get`, the reads need not all see one revision.
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<KeyValue>>> {
+        futures::future::try_join_all(keys.iter().map(|k| self.get(k))).await
+    }
+
     /// Writes one key unconditionally; returns its new version.
     async fn put(&self, key: &str, value: Bytes) -> Result<u64>;
 

@@ -357,6 +357,24 @@ impl MetaKv for RedbKv {
         .await
     }
 
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<KeyValue>>> {
+        for key in keys {
+            validate_key(key)?;
+        }
+        let keys = keys.to_vec();
+        self.blocking("get", move |inner| {
+            let rtx = inner.db.begin_read().map_err(storage("get"))?;
+            let kv = rtx.open_table(KV).map_err(storage("get"))?;
+            keys.iter()
+                .map(|key| match kv.get(key.as_str()).map_err(storage("get"))? {
+                    Some(raw) => Ok(Some(decode_entry(key, raw.value())?)),
+                    None => Ok(None),
+                })
+                .collect()
+        })
+        .await
+    }
+
     async fn put(&self, key: &str, value: Bytes) -> Result<u64> {
         put_as_txn(self, key, value).await
     }

@@ -10,8 +10,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use futures::future::try_join_all;
-
 use super::Metadata;
 use super::read::{SCAN_PAGE, decode_all, get_record};
 use super::streams::check_owner;
@@ -79,8 +77,8 @@ impl Metadata {
             .iter()
             .map(|id| keys::object(*id))
             .collect();
-        let streams = try_join_all(stream_keys.iter().map(|k| self.kv.get(k)));
-        let removed = try_join_all(removed_keys.iter().map(|k| self.kv.get(k)));
+        let streams = self.kv.get_many(&stream_keys);
+        let removed = self.kv.get_many(&removed_keys);
         let wal = self.read_wal_registrations(&request.remove_wal);
         let (streams, removed, wal) = futures::try_join!(streams, removed, wal)?;
 

@@ -42,6 +42,31 @@ pub(super) async fn put_get_delete_track_versions(f: Fixture) {
     assert_eq!(kv.get("").await.unwrap_err().kind(), ErrorKind::Invalid);
 }
 
+pub(super) async fn get_many_reads_each_key_as_get_does(f: Fixture) {
+    let kv = f.kv;
+    let va = kv.put("mink/many/a", b("one")).await.unwrap();
+    let vc = kv.put("mink/many/c", b("three")).await.unwrap();
+    // Out of order, one absent, one twice.
+    let keys: Vec<String> = ["mink/many/c", "mink/many/b", "mink/many/a", "mink/many/c"]
+        .map(str::to_owned)
+        .to_vec();
+    let got = kv.get_many(&keys).await.unwrap();
+    let versions: Vec<Option<u64>> = got.iter().map(|g| g.as_ref().map(|g| g.version)).collect();
+    assert_eq!(versions, [Some(vc), None, Some(va), Some(vc)]);
+    assert_eq!(got[0].as_ref().map(|g| g.value.clone()), Some(b("three")));
+    assert_eq!(got[2].as_ref().map(|g| g.key.as_str()), Some("mink/many/a"));
+    let one_by_one = futures::future::try_join_all(keys.iter().map(|k| kv.get(k)))
+        .await
+        .unwrap();
+    assert_eq!(got, one_by_one);
+    assert!(kv.get_many(&[]).await.unwrap().is_empty());
+    let bad = ["mink/many/a".to_owned(), String::new()];
+    assert_eq!(
+        kv.get_many(&bad).await.unwrap_err().kind(),
+        ErrorKind::Invalid
+    );
+}
+
 pub(super) async fn compare_and_swap_needs_the_current_version(f: Fixture) {
     let kv = f.kv;
     let created = kv

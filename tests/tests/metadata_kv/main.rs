@@ -25,7 +25,8 @@ use index::index_is_rebuilt_on_open_and_follows_other_writers;
 use kv::{
     compare_and_swap_needs_the_current_version,
     concurrent_transactions_apply_once_each_in_revision_order,
-    corrupt_and_future_values_are_typed_errors, leases_hold_keys_until_revoked_or_expired,
+    corrupt_and_future_values_are_typed_errors, get_many_reads_each_key_as_get_does,
+    leases_hold_keys_until_revoked_or_expired,
     one_leader_at_a_time_and_a_fence_that_outlives_no_leadership, put_get_delete_track_versions,
     scan_pages_through_a_prefix_only, txn_is_all_or_nothing,
     watch_sees_changes_under_its_prefix_in_order,
@@ -103,6 +104,7 @@ macro_rules! conformance {
 
 conformance!(
     put_get_delete_track_versions,
+    get_many_reads_each_key_as_get_does,
     compare_and_swap_needs_the_current_version,
     txn_is_all_or_nothing,
     scan_pages_through_a_prefix_only,
