@@ -210,7 +210,7 @@ pub(crate) async fn compact_round(engine: &EngineShared, max_bytes: u64) -> Resu
         }
     }
     // The rewritten WAL objects are garbage now (the commit retired their ids). Deleting them
-    // takes about as long as writing the round's objects on some stores, so it runs beside the
+    // took two thirds as long as writing the round's objects on local files, so it runs beside the
     // next round rather than before it; at most one round's deletion is in flight.
     if let Some(previous) = state.wal_deletes.take() {
         let _ = previous.await;
