@@ -124,8 +124,24 @@ pub struct IdAllocator {
     kv: Arc<dyn MetaKv>,
     kind: IdKind,
     block: u64,
-    local: tokio::sync::Mutex<Range<u64>>,
+    local: tokio::sync::Mutex<Local>,
 }
+
+/// The ids reserved and not yet handed out, and how the last reservation went.
+#[derive(Debug, Default)]
+struct Local {
+    ids: Range<u64>,
+    /// The size of the last reservation.
+    last_block: u64,
+    /// When it was made.
+    last_at: Option<tokio::time::Instant>,
+}
+
+/// A block used up within this long of its reservation makes the next one twice as large.
+const BURST: Duration = Duration::from_secs(1);
+
+/// Reservations grow to at most this many times the configured block.
+const MAX_GROWTH: u64 = 64;
 
 impl std::fmt::Debug for IdAllocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -137,24 +153,38 @@ impl std::fmt::Debug for IdAllocator {
 }
 
 impl IdAllocator {
-    /// An allocator taking `block` ids per round trip (at least 1).
+    /// An allocator taking `block` ids per round trip (at least 1), and up to 64 times as many
+    /// while blocks are used up within a second of each other.
     pub fn new(kv: Arc<dyn MetaKv>, kind: IdKind, block: u64) -> Self {
         IdAllocator {
             kv,
             kind,
             block: block.max(1),
-            local: tokio::sync::Mutex::new(0..0),
+            local: tokio::sync::Mutex::new(Local::default()),
         }
     }
 
     /// The next id: never handed out before by any allocator of this kind on the same store.
     pub async fn next(&self) -> Result<u64> {
         let mut local = self.local.lock().await;
-        if local.is_empty() {
-            *local = reserve_block(self.kv.as_ref(), self.kind, self.block).await?;
+        if local.ids.is_empty() {
+            // A burst (a node opening a thousand tablets at once) uses blocks up quickly; each
+            // reservation is a metadata round trip that every caller waits behind, so blocks
+            // double while they last less than `BURST`, and fall back once demand does.
+            let now = tokio::time::Instant::now();
+            let block = match local.last_at {
+                Some(at) if now.duration_since(at) < BURST => local
+                    .last_block
+                    .saturating_mul(2)
+                    .min(self.block.saturating_mul(MAX_GROWTH)),
+                _ => self.block,
+            };
+            local.ids = reserve_block(self.kv.as_ref(), self.kind, block).await?;
+            local.last_block = block;
+            local.last_at = Some(now);
         }
-        let id = local.start;
-        local.start += 1;
+        let id = local.ids.start;
+        local.ids.start += 1;
         Ok(id)
     }
 
@@ -181,6 +211,33 @@ mod tests {
         assert_eq!(other.next().await.unwrap(), 7);
         assert_eq!(high_mark(kv.as_ref(), IdKind::Writer).await.unwrap(), 10);
         assert_eq!(high_mark(kv.as_ref(), IdKind::Stream).await.unwrap(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blocks_grow_while_a_burst_uses_them_up_and_shrink_after() {
+        let kv: Arc<dyn MetaKv> = Arc::new(MemoryKv::new());
+        let ids = IdAllocator::new(Arc::clone(&kv), IdKind::Stream, 10);
+        let mut seen = Vec::new();
+        for _ in 0..70 {
+            seen.push(ids.next().await.unwrap());
+        }
+        // Three reservations, of 10, 20 and 40: the counter was written three times.
+        assert_eq!(seen, (0..70).collect::<Vec<_>>());
+        assert_eq!(high_mark(kv.as_ref(), IdKind::Stream).await.unwrap(), 70);
+        let counter = kv.get(&IdKind::Stream.key()).await.unwrap().unwrap();
+        assert_eq!(counter.version, 3);
+        // Growth stops at 64 blocks.
+        for _ in 0..(80 + 160 + 320 + 640 + 640) {
+            ids.next().await.unwrap();
+        }
+        assert_eq!(
+            high_mark(kv.as_ref(), IdKind::Stream).await.unwrap(),
+            70 + 1840
+        );
+        // A block that lasted longer than a burst is followed by one of the configured size.
+        tokio::time::advance(BURST * 2).await;
+        assert_eq!(ids.next().await.unwrap(), 1910);
+        assert_eq!(high_mark(kv.as_ref(), IdKind::Stream).await.unwrap(), 1920);
     }
 
     #[tokio::test]

@@ -52,7 +52,8 @@ pub use wal_registry::WalCompacted;
 /// Settings of a [`Metadata`].
 #[derive(Debug, Clone)]
 pub struct MetadataOptions {
-    /// Ids taken per round trip by each allocator. Default 100.
+    /// Ids taken per round trip by each allocator (doubling, up to 64 times this, while a burst
+    /// uses blocks up within a second of each other). Default 100.
     pub id_block_size: u64,
     /// Attempts of a commit or update that loses a race to an unrelated change. Default 32.
     pub max_attempts: u32,
