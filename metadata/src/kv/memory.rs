@@ -161,13 +161,7 @@ impl MetaKv for MemoryKv {
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        validate_key(key)?;
-        let state = self.inner.state();
-        Ok(state.map.get(key).map(|(value, version, _)| KeyValue {
-            key: key.to_owned(),
-            value: value.clone(),
-            version: *version,
-        }))
+        Ok(self.get_many(&[key.to_owned()]).await?.pop().flatten())
     }
 
     async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<KeyValue>>> {

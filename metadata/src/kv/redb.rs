@@ -344,17 +344,7 @@ impl MetaKv for RedbKv {
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        validate_key(key)?;
-        let key = key.to_owned();
-        self.blocking("get", move |inner| {
-            let rtx = inner.db.begin_read().map_err(storage("get"))?;
-            let kv = rtx.open_table(KV).map_err(storage("get"))?;
-            match kv.get(key.as_str()).map_err(storage("get"))? {
-                Some(raw) => Ok(Some(decode_entry(&key, raw.value())?)),
-                None => Ok(None),
-            }
-        })
-        .await
+        Ok(self.get_many(&[key.to_owned()]).await?.pop().flatten())
     }
 
     async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<KeyValue>>> {
