@@ -124,6 +124,68 @@ async fn appends_are_readable_at_the_confirm_offset_and_after_compaction() {
     assert_eq!(read_all(&stream, 0).await, expected(0, 50));
 }
 
+/// A stream created and opened in one metadata transaction with the caller's writes: it takes
+/// appends at once, survives a crash like any other, gets its manifest; when the caller's
+/// compare fails nothing is written and nothing is opened.
+#[tokio::test]
+async fn a_stream_created_open_with_the_callers_writes_or_not_at_all() {
+    use mink_metadata::{Compare, Op, Txn};
+    let world = World::new();
+    let engine = world.engine("n1", manual()).await;
+    let entry = |id: u64| Txn {
+        compares: vec![Compare::absent("mink/test/entry")],
+        on_success: vec![Op::put("mink/test/entry", Bytes::from(id.to_string()))],
+    };
+    let (stream, manifest) = engine
+        .create_open_stream(Bytes::from_static(b"bucket a"), entry)
+        .await
+        .unwrap()
+        .expect("the entry is absent");
+    manifest.await;
+    let id = stream.id();
+    let metadata = world.metadata().await;
+    let record = metadata.get_stream(id).await.unwrap().unwrap();
+    assert_eq!((record.epoch, record.owner.as_deref()), (1, Some("n1")));
+    let entry_value = world.kv.get("mink/test/entry").await.unwrap().unwrap();
+    assert_eq!(entry_value.value, Bytes::from(id.to_string()));
+    assert_eq!(
+        world
+            .storage
+            .list(&format!("manifests/streams/{id:016x}"))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "the manifest is written"
+    );
+    assert!(matches!(
+        engine.open_stream(id).await,
+        Err(StreamError::AlreadyOpen { .. })
+    ));
+    append_n(&stream, 3).await;
+
+    // Lost: no stream record, no manifest, nothing open.
+    let streams = metadata.list_streams().await.unwrap();
+    let manifests = world.storage.list("manifests/").await.unwrap();
+    assert!(
+        engine
+            .create_open_stream(Bytes::from_static(b"bucket b"), entry)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(metadata.list_streams().await.unwrap(), streams);
+    assert_eq!(world.storage.list("manifests/").await.unwrap(), manifests);
+
+    // After a crash the stream is recovered like one created and opened apart.
+    engine.abort();
+    drop(stream);
+    let engine = world.engine("n1", manual()).await;
+    let stream = engine.open_stream(id).await.unwrap();
+    assert_eq!(stream.epoch(), 2);
+    assert_eq!(read_all(&stream, 0).await, expected(0, 6));
+}
+
 #[tokio::test]
 async fn an_idle_append_costs_one_put() {
     let world = World::new();

@@ -199,8 +199,10 @@ pub async fn adopt(kv: &dyn MetaKv, id: &TabletId, stream_id: u64) -> Result<Ado
     })
 }
 
-/// Encodes a registry value.
-pub(crate) fn encode(stream_id: u64) -> Vec<u8> {
+/// Encodes a registry value. Public for tests that stage a registry entry, as `decode` is for
+/// the fuzz targets.
+#[doc(hidden)]
+pub fn encode(stream_id: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(LEN);
     out.extend_from_slice(&MAGIC);
     out.push(VERSION);

@@ -857,6 +857,106 @@ async fn reads_after_compaction_come_from_objects() {
     assert_eq!(tablet.offset_for_timestamp(0).await.unwrap(), 0);
 }
 
+/// Metadata in which a rival registers a tablet between an open's read of the registry and its
+/// registering transaction: the first transaction that requires one of `rivals`' keys to be
+/// absent finds that key written first.
+struct RivalKv {
+    inner: Arc<dyn mink_metadata::MetaKv>,
+    rivals: std::sync::Mutex<std::collections::HashMap<String, Bytes>>,
+}
+
+#[async_trait::async_trait]
+impl mink_metadata::MetaKv for RivalKv {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    async fn get(&self, key: &str) -> mink_metadata::Result<Option<mink_metadata::KeyValue>> {
+        self.inner.get(key).await
+    }
+    async fn put(&self, key: &str, value: Bytes) -> mink_metadata::Result<u64> {
+        self.inner.put(key, value).await
+    }
+    async fn delete(&self, key: &str) -> mink_metadata::Result<bool> {
+        self.inner.delete(key).await
+    }
+    async fn txn(
+        &self,
+        txn: mink_metadata::Txn,
+    ) -> mink_metadata::Result<mink_metadata::TxnOutcome> {
+        let rival = {
+            let mut rivals = self.rivals.lock().unwrap();
+            txn.compares
+                .iter()
+                .filter(|c| c.version == 0)
+                .find_map(|c| rivals.remove_entry(&c.key))
+        };
+        if let Some((key, value)) = rival {
+            self.inner.put(&key, value).await?;
+        }
+        self.inner.txn(txn).await
+    }
+    async fn scan(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> mink_metadata::Result<mink_metadata::ScanPage> {
+        self.inner.scan(prefix, start_after, limit).await
+    }
+    async fn watch_prefix(
+        &self,
+        prefix: &str,
+    ) -> mink_metadata::Result<mink_metadata::WatchStream> {
+        self.inner.watch_prefix(prefix).await
+    }
+}
+
+/// An open that loses its creation race uses the winner's stream (or, creating, is refused) and
+/// leaves nothing of its own behind: no stream record, no manifest.
+#[tokio::test]
+async fn an_open_that_loses_the_creation_race_uses_the_winners_stream_and_leaves_nothing() {
+    let rivals = Arc::new(RivalKv {
+        inner: Arc::new(mink_metadata::MemoryKv::new()),
+        rivals: Default::default(),
+    });
+    let world = World {
+        kv: rivals.clone(),
+        storage: Arc::new(ObjectStoreBackend::memory()),
+    };
+    let metadata = world.metadata().await;
+    let engine = world.engine("n1").await;
+    let winner = metadata.create_stream().await.unwrap().id;
+    let of = |bucket| mink_tablet::TabletId::new("orders", "default", bucket);
+    for bucket in [0, 1] {
+        rivals.rivals.lock().unwrap().insert(
+            of(bucket).registry_key(),
+            Bytes::from(mink_tablet::registry::encode(winner)),
+        );
+    }
+    let builder = |bucket| {
+        Tablet::builder(of(bucket))
+            .engine(engine.clone())
+            .schemas(schemas())
+    };
+    let err = builder(1).create().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
+    let tablet = builder(0).open_or_create().await.unwrap();
+    assert_eq!(tablet.stream_id(), winner);
+    assert!(
+        rivals.rivals.lock().unwrap().is_empty(),
+        "both races were run"
+    );
+    let streams = metadata.list_streams().await.unwrap();
+    assert_eq!(streams.len(), 1, "{streams:?}");
+    assert_eq!(
+        (streams[0].id, streams[0].epoch, streams[0].owner.as_deref()),
+        (winner, 1, Some("n1"))
+    );
+    assert!(world.storage.list("manifests/").await.unwrap().is_empty());
+    tablet.append(batch(1, 1, 0)).await.unwrap();
+    assert_eq!(tablet.offsets().log_end, 1);
+}
+
 /// A tablet of a table's incarnation opens only while the table record names that incarnation,
 /// and keys its registry entry and writer snapshot apart from the other incarnations'.
 #[tokio::test]

@@ -11,8 +11,9 @@ use super::Metadata;
 use super::read::{SCAN_PAGE, decode_all, get_record};
 use crate::error::{InvalidRequest, MetaError, Result};
 use crate::keys;
-use crate::kv::MetaKvExt;
+use crate::kv::{Compare, MetaKvExt, Op, Txn};
 use crate::records::{StreamRecord, StreamState};
+use crate::value::encode;
 
 impl Metadata {
     /// Creates a new, closed stream at epoch 0 with offsets 0..0.
@@ -22,6 +23,43 @@ impl Metadata {
         self.create_record(&keys::stream(id), &record, "stream", id.to_string())
             .await?;
         Ok(record)
+    }
+
+    /// Creates a new stream already open for `node` at epoch 1, in one metadata transaction
+    /// with the caller's own compares and writes (`with`, given the new stream's id: a registry
+    /// entry naming the stream, say): the record [`Metadata::create_stream`] and then
+    /// [`Metadata::open_stream`] leave, in one commit instead of three. A new stream is held by
+    /// nobody else, so this fences nothing and suits [`Metadata::open_stream_exclusive`]'s
+    /// callers as well. Returns `None`, having written nothing, when one of `with`'s compares
+    /// does not hold; the id it was given is not handed out again. `with` must not write the
+    /// stream's own key (the backend refuses a key written twice).
+    pub async fn create_open_stream(
+        &self,
+        node: &str,
+        with: impl FnOnce(u64) -> Txn,
+    ) -> Result<Option<StreamRecord>> {
+        let id = self.stream_ids.next().await?;
+        let key = keys::stream(id);
+        let record = StreamRecord {
+            epoch: 1,
+            owner: Some(node.to_owned()),
+            state: StreamState::Open,
+            ..StreamRecord::new(id)
+        };
+        let Txn {
+            mut compares,
+            mut on_success,
+        } = with(id);
+        compares.push(Compare::absent(&key));
+        on_success.push(Op::put(&key, encode(&record)));
+        let outcome = self
+            .kv
+            .txn(Txn {
+                compares,
+                on_success,
+            })
+            .await?;
+        Ok(outcome.succeeded.then_some(record))
     }
 
     /// Reads a stream record.

@@ -46,7 +46,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use mink_cache::{CacheMetrics, Caches};
-use mink_metadata::{Metadata, StreamRecord};
+use mink_metadata::{Metadata, StreamRecord, Txn};
 use mink_runtime::{Clock, SystemClock};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
@@ -398,27 +398,61 @@ impl Engine {
         &self,
         label: Bytes,
     ) -> Result<(StreamRecord, ManifestWrite)> {
-        if label.len() > MAX_LABEL_LEN {
-            return Err(StreamError::LabelTooLong {
-                len: label.len(),
-                max: MAX_LABEL_LEN,
-            });
-        }
+        check_label(&label)?;
         let record = self.create_stream().await?;
+        let write = self.start_manifest(record.id, label);
+        Ok((record, write))
+    }
+
+    /// Creates a new stream and opens it on this node, in one metadata transaction with the
+    /// caller's compares and writes (`with`, given the stream's id; docs/tablet-open.md): what
+    /// [`create_stream_with_manifest`](Self::create_stream_with_manifest) and then
+    /// [`open_stream`](Self::open_stream) do, in one metadata commit instead of two, with the
+    /// caller's own writes (a registry entry) in it rather than in a third. The manifest's PUT is started once the transaction has succeeded and handed back as there.
+    /// Returns `None`, with nothing written, when one of `with`'s compares does not hold.
+    pub async fn create_open_stream(
+        &self,
+        label: Bytes,
+        with: impl FnOnce(u64) -> Txn + Send,
+    ) -> Result<Option<(Stream, ManifestWrite)>> {
+        check_label(&label)?;
+        let Some(record) = self
+            .shared
+            .metadata
+            .create_open_stream(&self.shared.node, with)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let write = self.start_manifest(record.id, label);
+        let state = Arc::new(OpenStream::new(
+            record.id,
+            record.epoch,
+            record.start_offset,
+            record.end_offset,
+        ));
+        self.shared.register(state.clone())?;
+        let stream = Stream {
+            state,
+            engine: self.shared.clone(),
+        };
+        Ok(Some((stream, write)))
+    }
+
+    /// Starts the PUT of stream `id`'s manifest, so that it runs while the caller goes on; a
+    /// caller that drops the handle leaves the PUT to finish on its own.
+    fn start_manifest(&self, id: u64, label: Bytes) -> ManifestWrite {
         let shared = self.shared.clone();
         let manifest = StreamManifest {
-            stream_id: record.id,
+            stream_id: id,
             label,
         };
-        // Started now, so it runs while the caller goes on; a caller that drops the handle
-        // leaves the PUT to finish on its own.
         let task = tokio::spawn(async move { manifests::write(&shared, manifest).await });
-        let write: ManifestWrite = Box::pin(async move {
+        Box::pin(async move {
             if let Err(e) = task.await {
                 tracing::warn!(error = %e, "the task writing a stream's manifest failed");
             }
-        });
-        Ok((record, write))
+        })
     }
 
     /// Deletes the manifest of stream `id` (a destroyed stream's), if there is one. A failure
@@ -550,4 +584,15 @@ impl Engine {
             task.abort();
         }
     }
+}
+
+/// Refuses a manifest label longer than the format holds.
+fn check_label(label: &Bytes) -> Result<()> {
+    if label.len() > MAX_LABEL_LEN {
+        return Err(StreamError::LabelTooLong {
+            len: label.len(),
+            max: MAX_LABEL_LEN,
+        });
+    }
+    Ok(())
 }

@@ -6,8 +6,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use mink_metadata::{Compare, Metadata, Op, StreamState, TableRecord, Txn};
+use mink_metadata::{Compare, KeyValue, Metadata, Op, StreamState, TableRecord, Txn};
 use mink_s3stream::ReadBound;
+use mink_s3stream::engine::stream::Stream;
 use mink_s3stream::engine::{Engine, ManifestWrite};
 
 use super::{Inner, ManifestGate, Sequencing, Tablet};
@@ -160,32 +161,47 @@ impl TabletBuilder {
         let schemas = self.schemas.ok_or_else(|| missing("schemas"))?;
         let metadata = engine.metadata().clone();
         let key = self.id.registry_key();
-        let guard = if self.require_table {
-            Some(table_guard(&metadata, &self.id, &name).await?)
+        // The table record (when the open is guarded by it) and the registry entry, in one read.
+        let (guard, existing) = if self.require_table {
+            let table_key = mink_metadata::keys::table(&self.id.table);
+            let mut found = metadata
+                .kv()
+                .get_many(&[table_key, key.clone()])
+                .await
+                .map_err(|e| TabletError::metadata(&name, "read the tablet registry", e))?;
+            let existing = found.pop().flatten();
+            let table = found.pop().flatten();
+            (Some(guard_version(table, &self.id, &name)?), existing)
         } else {
-            None
+            let existing = metadata
+                .kv()
+                .get(&key)
+                .await
+                .map_err(|e| TabletError::metadata(&name, "read the tablet registry", e))?;
+            (None, existing)
         };
-        let existing = metadata
-            .kv()
-            .get(&key)
-            .await
-            .map_err(|e| TabletError::metadata(&name, "read the tablet registry", e))?;
-        let (stream_id, manifest) = match (existing, mode) {
+        let opened = match (existing, mode) {
             (Some(_), Mode::Create) => return Err(TabletError::AlreadyExists { tablet: name }),
-            (Some(kv), _) => (registry::decode(&key, &kv.value)?, None),
+            (Some(kv), _) => Opened::Registered(registry::decode(&key, &kv.value)?),
             (None, Mode::Open) => return Err(TabletError::NotFound { tablet: name }),
             (None, _) => register(&engine, &self.id, &key, &name, mode, guard).await?,
         };
-        let stream = engine
-            .open_stream(stream_id)
-            .await
-            .map_err(|e| TabletError::stream(&name, "open", e))?;
+        let (stream, manifest) = match opened {
+            Opened::Created(stream, manifest) => (stream, Some(manifest)),
+            Opened::Registered(stream_id) => {
+                let stream = engine
+                    .open_stream(stream_id)
+                    .await
+                    .map_err(|e| TabletError::stream(&name, "open", e))?;
+                (stream, None)
+            }
+        };
         let mut stream: Arc<dyn LogStream> = Arc::new(stream);
         if let Some(layer) = &self.layer {
             stream = layer(stream);
         }
-        // A new stream's manifest is written while the stream is registered and opened and
-        // while its first appends go to the WAL; none is acknowledged before the PUT has ended.
+        // A new stream's manifest is written while the tablet starts and while its first
+        // appends go to the WAL; none is acknowledged before the PUT has ended.
         let manifest = manifest.map_or_else(ManifestGate::written, ManifestGate::spawn);
         Tablet::start_gated(
             self.id,
@@ -220,6 +236,11 @@ async fn table_guard(metadata: &Metadata, id: &TabletId, name: &str) -> Result<u
         .get(&table_key)
         .await
         .map_err(|e| TabletError::metadata(name, "read the table record", e))?;
+    guard_version(current, id, name)
+}
+
+/// [`table_guard`] of a table record already read.
+fn guard_version(current: Option<KeyValue>, id: &TabletId, name: &str) -> Result<u64> {
     let not_found = || TabletError::NotFound {
         tablet: name.to_owned(),
     };
@@ -234,10 +255,18 @@ async fn table_guard(metadata: &Metadata, id: &TabletId, name: &str) -> Result<u
     Ok(current.version)
 }
 
-/// Creates a stream and registers it under `key`; on a lost race, uses (or refuses) the winner's.
-/// With a `guard` (the table record's version), the registry entry is written only while the
-/// table record is still at a version naming this incarnation. Returns the stream's id and,
-/// when the stream is the one created here, its manifest's PUT to await before it takes data.
+/// A tablet's stream, as the open found it.
+enum Opened {
+    /// Created and opened here, with its manifest's PUT to await before it takes data.
+    Created(Stream, ManifestWrite),
+    /// Registered already (by another open, perhaps one that won a race): to be opened.
+    Registered(u64),
+}
+
+/// Creates a stream, opened here, and registers it under `key`, in one metadata transaction; on
+/// a lost race, uses (or refuses) the winner's. With a `guard` (the table record's version), the
+/// registry entry is written only while the table record is still at a version naming this
+/// incarnation.
 async fn register(
     engine: &Engine,
     id: &TabletId,
@@ -245,44 +274,40 @@ async fn register(
     name: &str,
     mode: Mode,
     mut guard: Option<u64>,
-) -> Result<(u64, Option<ManifestWrite>)> {
-    // With a manifest naming the tablet, for a rebuild from objects: its PUT runs while the
-    // stream is registered and opened.
-    let (record, manifest) = engine
-        .create_stream_with_manifest(id.label())
-        .await
-        .map_err(|e| TabletError::stream(name, "create", e))?;
+) -> Result<Opened> {
     let kv = engine.metadata().kv();
-    let value = Bytes::from(registry::encode(record.id));
     let table_key = mink_metadata::keys::table(&id.table);
     for _ in 0..GUARD_ATTEMPTS {
-        let mut compares = vec![Compare::absent(key)];
-        if let Some(version) = guard {
-            compares.push(Compare::version(&table_key, version));
-        }
-        let outcome = kv
-            .txn(Txn {
+        let entry = |stream_id| {
+            let mut compares = vec![Compare::absent(key)];
+            if let Some(version) = guard {
+                compares.push(Compare::version(&table_key, version));
+            }
+            Txn {
                 compares,
-                on_success: vec![Op::put(key, value.clone())],
-            })
+                on_success: vec![Op::put(key, Bytes::from(registry::encode(stream_id)))],
+            }
+        };
+        // With a manifest naming the tablet, for a rebuild from objects: its PUT runs while
+        // the tablet starts.
+        let created = engine
+            .create_open_stream(id.label(), entry)
             .await
-            .map_err(|e| TabletError::metadata(name, "register the tablet", e))?;
-        if outcome.succeeded {
-            return Ok((record.id, Some(manifest)));
+            .map_err(|e| TabletError::stream(name, "create", e))?;
+        if let Some((stream, manifest)) = created {
+            return Ok(Opened::Created(stream, manifest));
         }
         let current = kv
             .get(key)
             .await
             .map_err(|e| TabletError::metadata(name, "read the tablet registry", e))?;
         if let Some(current) = current {
-            // The stream we created stays empty and closed: nothing refers to it.
-            tracing::warn!(
-                tablet = name,
-                stream = record.id,
-                "lost a tablet creation race"
-            );
+            // Nothing of the stream this attempt would have created was written.
+            tracing::debug!(tablet = name, "lost a tablet creation race");
             return match mode {
-                Mode::OpenOrCreate => Ok((registry::decode(key, &current.value)?, None)),
+                Mode::OpenOrCreate => {
+                    Ok(Opened::Registered(registry::decode(key, &current.value)?))
+                }
                 Mode::Create | Mode::Open => Err(TabletError::AlreadyExists {
                     tablet: name.to_owned(),
                 }),

@@ -38,8 +38,10 @@ use records::{
 use recovery::recovery_is_claimed_once_after_the_member_is_gone;
 use scans::one_revision_scans_see_one_state;
 use streams::{
-    commit_adds_removes_advances_and_indexes, open_stream_fences_the_previous_epoch,
-    rejected_commits_change_nothing, trim_moves_the_start_forward_only,
+    commit_adds_removes_advances_and_indexes,
+    create_open_stream_writes_the_stream_with_the_callers_keys_or_nothing,
+    open_stream_fences_the_previous_epoch, rejected_commits_change_nothing,
+    trim_moves_the_start_forward_only,
 };
 
 /// One store under test, reachable through two handles: `kv` and `other` (a second connection on
@@ -114,6 +116,7 @@ conformance!(
     one_leader_at_a_time_and_a_fence_that_outlives_no_leadership,
     concurrent_allocators_never_repeat_an_id,
     open_stream_fences_the_previous_epoch,
+    create_open_stream_writes_the_stream_with_the_callers_keys_or_nothing,
     commit_adds_removes_advances_and_indexes,
     rejected_commits_change_nothing,
     trim_moves_the_start_forward_only,

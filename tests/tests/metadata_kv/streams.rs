@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use mink_metadata::{
-    CommitRequest, ErrorKind, MetaError, MetaKvExt, Metadata, MetadataOptions, ObjectKind,
-    ObjectRecord, StreamRange, StreamState,
+    CommitRequest, Compare, ErrorKind, MetaError, MetaKvExt, Metadata, MetadataOptions, ObjectKind,
+    ObjectRecord, Op, StreamRange, StreamState, Txn, keys,
 };
 
 use super::Fixture;
@@ -278,6 +279,71 @@ pub(super) async fn rejected_commits_change_nothing(f: Fixture) {
         assert_eq!(after, before, "case {i} ({err}) changed the store");
     }
     assert!(meta.index().object(o2).is_none());
+}
+
+/// A stream created open, with the caller's writes in the same transaction: the record is what
+/// create and open leave; a compare that fails writes nothing, neither the stream nor the
+/// caller's keys; a caller writing the stream's own key is refused.
+pub(super) async fn create_open_stream_writes_the_stream_with_the_callers_keys_or_nothing(
+    f: Fixture,
+) {
+    let meta = Metadata::open(Arc::clone(&f.kv), MetadataOptions::default())
+        .await
+        .unwrap();
+    let entry = |id: u64| Txn {
+        compares: vec![Compare::absent("mink/test/entry")],
+        on_success: vec![Op::put("mink/test/entry", Bytes::from(id.to_string()))],
+    };
+    let created = meta
+        .create_open_stream("n1", entry)
+        .await
+        .unwrap()
+        .expect("the entry is absent");
+    assert_eq!(
+        (created.epoch, created.owner.as_deref(), created.state),
+        (1, Some("n1"), StreamState::Open)
+    );
+    assert_eq!((created.start_offset, created.end_offset), (0, 0));
+    assert_eq!(
+        meta.get_stream(created.id).await.unwrap(),
+        Some(created.clone())
+    );
+    let written = f.kv.get("mink/test/entry").await.unwrap().unwrap();
+    assert_eq!(written.value, Bytes::from(created.id.to_string()));
+    // The stream is like any other open one: a later open fences it.
+    let reopened = meta.open_stream(created.id, "n2").await.unwrap();
+    assert_eq!((reopened.epoch, reopened.owner.as_deref()), (2, Some("n2")));
+
+    // The entry is there now: nothing is written, and the next stream gets another id.
+    let streams = meta.list_streams().await.unwrap();
+    assert_eq!(meta.create_open_stream("n1", entry).await.unwrap(), None);
+    assert_eq!(meta.list_streams().await.unwrap(), streams);
+    assert_eq!(
+        f.kv.get("mink/test/entry").await.unwrap().unwrap().version,
+        written.version
+    );
+    let other = meta
+        .create_open_stream("n1", |_| Txn::default())
+        .await
+        .unwrap()
+        .expect("no compares");
+    assert!(
+        other.id > created.id + 1,
+        "{} after {}",
+        other.id,
+        created.id
+    );
+
+    // The caller may not write the stream's own record.
+    let err = meta
+        .create_open_stream("n1", |id| Txn {
+            compares: vec![],
+            on_success: vec![Op::put(keys::stream(id), Bytes::from_static(b"x"))],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+    assert_eq!(meta.list_streams().await.unwrap().len(), 2);
 }
 
 pub(super) async fn trim_moves_the_start_forward_only(f: Fixture) {
