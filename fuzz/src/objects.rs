@@ -184,6 +184,7 @@ fn record(stream_id: u64, epoch: u64, base_offset: u64, count: u32, payload: &[u
         base_offset,
         count,
         payload: Bytes::copy_from_slice(payload),
+        payload_crc: None,
     }
 }
 

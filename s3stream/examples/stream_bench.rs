@@ -155,6 +155,7 @@ async fn main() -> Result<(), Error> {
             base_offset: 0,
             count: 1,
             payload: payload.clone(),
+            payload_crc: None,
         }],
         EngineSettings::default().wal.block_bytes,
     );

@@ -129,6 +129,7 @@ pub fn wal_records() -> Vec<WalRecord> {
         base_offset,
         count,
         payload: payload(seed, 40 + usize::from(seed)),
+        payload_crc: None,
     };
     vec![
         record(3, 1, 0, 2, 1),

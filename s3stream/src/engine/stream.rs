@@ -117,6 +117,10 @@ pub enum Build {
         count: u32,
         /// The batch.
         payload: Bytes,
+        /// The CRC32C of `payload` when the builder knows it (computed or checked over these
+        /// very bytes), so that the WAL need not read a large payload to cover it with its
+        /// block's CRC; `None` to have it computed.
+        crc: Option<u32>,
     },
     /// Append nothing.
     Nothing,
@@ -278,7 +282,11 @@ impl Stream {
             }
             payload
                 .take()
-                .map_or(Build::Nothing, |payload| Build::Append { count, payload })
+                .map_or(Build::Nothing, |payload| Build::Append {
+                    count,
+                    payload,
+                    crc: None,
+                })
         })?;
         match (pending, mismatch) {
             (Some(pending), _) => Ok(pending),
@@ -318,9 +326,13 @@ impl Stream {
             });
         }
         let base_offset = sequencer.next;
-        let (count, payload) = match build(base_offset) {
+        let (count, payload, payload_crc) = match build(base_offset) {
             Build::Nothing => return Ok(None),
-            Build::Append { count, payload } => (count, payload),
+            Build::Append {
+                count,
+                payload,
+                crc,
+            } => (count, payload, crc),
         };
         if count == 0 {
             return Err(StreamError::EmptyBatch {
@@ -361,6 +373,7 @@ impl Stream {
                 base_offset,
                 count,
                 payload,
+                payload_crc,
             },
             Box::new(move |outcome| {
                 let outcome = match outcome {

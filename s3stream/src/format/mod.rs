@@ -6,11 +6,14 @@
 //!   per-block epochs ending in `MKWL`, so a WAL object can be committed as it is.
 //! - [`manifest`]: stream manifests (`MKSM`, version 1): which stream a label names, written
 //!   once per stream, for a rebuild from objects.
+//! - [`crc`]: the CRC32C of a concatenation from its pieces' CRCs, for block CRCs over payloads
+//!   whose CRC is known.
 //! - `le`: the bounds-checked little-endian reads both decoders use; `parts`: bytes held as
 //!   slices of cache pages, read in place.
 //!
 //! Decoders take untrusted bytes: they check every length and never panic.
 
+pub mod crc;
 mod le;
 pub mod manifest;
 pub mod object;

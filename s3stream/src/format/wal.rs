@@ -64,6 +64,9 @@ pub struct WalRecord {
     pub count: u32,
     /// The batch bytes.
     pub payload: Bytes,
+    /// The CRC32C of `payload` when the appender knows it (see
+    /// [`FramedBatch::payload_crc`]); never read back from a WAL object.
+    pub payload_crc: Option<u32>,
 }
 
 impl WalRecord {
@@ -91,6 +94,9 @@ impl FramedBatch for WalRecord {
     }
     fn shared_payload(&self) -> Option<Bytes> {
         Some(self.payload.clone())
+    }
+    fn payload_crc(&self) -> Option<u32> {
+        self.payload_crc
     }
 }
 
@@ -325,6 +331,7 @@ fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
                 base_offset: batch.base_offset,
                 count: batch.count,
                 payload: batch.payload,
+                payload_crc: None,
             });
         }
     }
@@ -348,6 +355,7 @@ mod tests {
             base_offset,
             count,
             payload: Bytes::copy_from_slice(payload),
+            payload_crc: None,
         }
     }
 
@@ -429,6 +437,49 @@ mod tests {
             // payloads, and one at the end.
             assert!(parts.len() <= 2 * 3 + 1, "{} parts", parts.len());
         }
+    }
+
+    #[test]
+    fn a_known_payload_crc_gives_the_same_object_and_a_wrong_one_fails_its_reads() {
+        use crate::format::object::COMBINE_FROM;
+        let payloads: Vec<Vec<u8>> = [COMBINE_FROM, 100, COMBINE_FROM * 3 + 7]
+            .iter()
+            .enumerate()
+            .map(|(i, len)| (0..*len).map(|b| (b * 31 + i) as u8).collect())
+            .collect();
+        let records = |crc: &dyn Fn(&[u8]) -> Option<u32>| -> Vec<WalRecord> {
+            let mut at = 0;
+            payloads
+                .iter()
+                .map(|p| {
+                    let mut r = record(9, 2, at, 4, p);
+                    r.payload_crc = crc(p);
+                    at += 4;
+                    r
+                })
+                .collect()
+        };
+        let (computed, _) = encode(records(&|_| None), 1 << 20);
+        let (known, _) = encode(records(&|p| Some(crc32c::crc32c(p))), 1 << 20);
+        assert_eq!(known, computed);
+        let back: Vec<Bytes> = decode(&known)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.payload)
+            .collect();
+        assert_eq!(
+            back,
+            payloads
+                .iter()
+                .map(|p| Bytes::from(p.clone()))
+                .collect::<Vec<_>>()
+        );
+        // A CRC that is not the payload's is taken as given (for large payloads only), so the
+        // block fails its check on every read.
+        let (wrong, _) = encode(records(&|p| Some(crc32c::crc32c(p) ^ 1)), 1 << 20);
+        assert!(decode(&wrong).is_err());
+        let small_only = |p: &[u8]| (p.len() < COMBINE_FROM).then(|| crc32c::crc32c(p) ^ 1);
+        assert_eq!(encode(records(&small_only), 1 << 20).0, computed);
     }
 
     #[test]
@@ -564,6 +615,7 @@ mod tests {
                         base_offset,
                         count,
                         payload: Bytes::from(payload),
+                        payload_crc: None,
                     }
                 })
                 .collect()

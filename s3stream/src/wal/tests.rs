@@ -50,6 +50,7 @@ fn record(stream_id: u64, base_offset: u64, len: usize) -> WalRecord {
         base_offset,
         count: 1,
         payload: Bytes::from(vec![(base_offset % 251) as u8; len]),
+        payload_crc: None,
     }
 }
 

@@ -25,6 +25,9 @@ pub(super) struct Parsed {
     pub(super) sequence: i32,
     /// The sequence counts records (attribute bit 1).
     pub(super) counts_records: bool,
+    /// The header's CRC32C, checked against the bytes it covers (from `CRC_START` on, which
+    /// stamping leaves alone).
+    pub(super) crc: u32,
 }
 
 impl Parsed {
@@ -125,6 +128,7 @@ impl Tablet {
                 epoch,
                 sequence,
                 counts_records: view.counts_records(),
+                crc: view.crc(),
             });
         }
         if parsed.is_empty() {

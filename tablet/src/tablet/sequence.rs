@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use mink_codec::header::CRC_START;
 use mink_s3stream::{AppendPermit, Build, PendingAppend};
 
 use super::parse::Parsed;
@@ -157,6 +158,7 @@ impl Tablet {
             message: "an append request was submitted twice".to_owned(),
         })?;
         let payload = stamp(bytes, parsed, &batches, inner.epoch)?;
+        let crc = payload_crc(&payload, parsed, &batches);
         let ack = record(&mut seq.windows, parsed, &verdicts, &batches, timestamp);
         seq.last_timestamp = timestamp;
         let snapshot_due = snapshot_due(&mut seq, now, &inner.settings);
@@ -166,7 +168,14 @@ impl Tablet {
             next,
             snapshot_due,
         };
-        Ok((decided, Build::Append { count, payload }))
+        Ok((
+            decided,
+            Build::Append {
+                count,
+                payload,
+                crc,
+            },
+        ))
     }
 }
 
@@ -308,6 +317,35 @@ fn stamp(
             })
             .map(|()| Bytes::from(out))
     }
+}
+
+/// The CRC32C of a stamped payload large enough for the WAL to use it (see
+/// [`Build::Append`]), from the CRC each batch's header holds, which `parse` checked over the
+/// bytes it covers and stamping leaves alone: a large batch's covered bytes are not read again,
+/// only its stamped prefix. `None` for a smaller payload, or one that is not exactly the kept
+/// batches one after another.
+fn payload_crc(payload: &[u8], parsed: &[Parsed], batches: &[AppendedBatch]) -> Option<u32> {
+    use mink_s3stream::format::crc::combine;
+    use mink_s3stream::format::object::COMBINE_FROM;
+    if payload.len() < COMBINE_FROM {
+        return None;
+    }
+    let mut crc = 0;
+    let mut at = 0;
+    for (p, _) in parsed.iter().zip(batches).filter(|(_, r)| !r.duplicate) {
+        let len = p.range.len();
+        let batch = payload.get(at..at + len)?;
+        crc = match batch.split_at_checked(CRC_START) {
+            Some((prefix, covered)) if len >= COMBINE_FROM => combine(
+                crc32c::crc32c_append(crc, prefix),
+                p.crc,
+                covered.len() as u64,
+            ),
+            _ => crc32c::crc32c_append(crc, batch),
+        };
+        at += len;
+    }
+    (at == payload.len()).then_some(crc)
 }
 
 /// Adds the new idempotent batches to their writers' windows, all with one acknowledgement (the

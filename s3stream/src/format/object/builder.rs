@@ -8,6 +8,11 @@ use mink_metadata::StreamRange;
 
 use super::{BLOCK_HEADER_LEN, BlockEntry, FRAME_HEADER_LEN, OBJECT_MAGIC, OBJECT_VERSION, spans};
 use crate::batch::StreamBatch;
+use crate::format::crc;
+
+/// Payloads of at least this many bytes whose CRC is known extend their block's CRC by
+/// [`crc::combine`] instead of being read: below it, reading them costs less than combining.
+pub const COMBINE_FROM: usize = 16 << 10;
 
 /// What the builder needs of a batch: its offsets and its bytes.
 pub trait FramedBatch {
@@ -20,6 +25,13 @@ pub trait FramedBatch {
     /// The batch bytes as a buffer a builder in parts can send as they are, without a copy;
     /// `None` (the default) when the batch has none to share.
     fn shared_payload(&self) -> Option<Bytes> {
+        None
+    }
+    /// The CRC32C of the payload when the caller knows it already, so that a block's CRC can be
+    /// extended over the payload without reading it ([`crate::format::crc::combine`]); `None`
+    /// (the default) when it must be computed. A wrong value makes the block fail its check on
+    /// every read, so only a CRC computed or checked over these very bytes may be given.
+    fn payload_crc(&self) -> Option<u32> {
         None
     }
     /// The offset after the batch.
@@ -143,7 +155,13 @@ impl ObjectBuilder {
         let mut crc = crc32c::crc32c(&header[..28]);
         for batch in batches {
             crc = crc32c::crc32c_append(crc, &frame_header(batch));
-            crc = crc32c::crc32c_append(crc, batch.payload());
+            let payload = batch.payload();
+            crc = match batch.payload_crc() {
+                Some(known) if payload.len() >= COMBINE_FROM => {
+                    crc::combine(crc, known, payload.len() as u64)
+                }
+                _ => crc32c::crc32c_append(crc, payload),
+            };
         }
         header[28..32].copy_from_slice(&crc.to_le_bytes());
         self.buf

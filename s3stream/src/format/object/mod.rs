@@ -58,7 +58,7 @@ use crate::batch::StreamBatch;
 
 mod builder;
 
-pub use builder::{FramedBatch, ObjectBuilder, copied_bytes};
+pub use builder::{COMBINE_FROM, FramedBatch, ObjectBuilder, copied_bytes};
 
 /// Last bytes of every committed object.
 pub const OBJECT_MAGIC: [u8; 4] = *b"MKOB";
