@@ -28,7 +28,8 @@ impl Metadata {
     /// Creates a new stream already open for `node` at epoch 1, in one metadata transaction
     /// with the caller's own compares and writes (`with`, given the new stream's id: a registry
     /// entry naming the stream, say): the record [`Metadata::create_stream`] and then
-    /// [`Metadata::open_stream`] leave, in one commit instead of three. A new stream is held by
+    /// [`Metadata::open_stream`] leave, in one commit instead of two (and with the caller's
+    /// writes in it rather than in a third). A new stream is held by
     /// nobody else, so this fences nothing and suits [`Metadata::open_stream_exclusive`]'s
     /// callers as well. Returns `None`, having written nothing, when one of `with`'s compares
     /// does not hold; the id it was given is not handed out again. `with` must not write the

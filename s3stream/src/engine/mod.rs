@@ -408,8 +408,9 @@ impl Engine {
     /// caller's compares and writes (`with`, given the stream's id; docs/tablet-open.md): what
     /// [`create_stream_with_manifest`](Self::create_stream_with_manifest) and then
     /// [`open_stream`](Self::open_stream) do, in one metadata commit instead of two, with the
-    /// caller's own writes (a registry entry) in it rather than in a third. The manifest's PUT is started once the transaction has succeeded and handed back as there.
-    /// Returns `None`, with nothing written, when one of `with`'s compares does not hold.
+    /// caller's own writes (a registry entry) in it rather than in a third. The manifest's PUT
+    /// is started once the transaction has succeeded and handed back as there. Returns `None`,
+    /// with nothing written, when one of `with`'s compares does not hold.
     pub async fn create_open_stream(
         &self,
         label: Bytes,
@@ -425,18 +426,7 @@ impl Engine {
             return Ok(None);
         };
         let write = self.start_manifest(record.id, label);
-        let state = Arc::new(OpenStream::new(
-            record.id,
-            record.epoch,
-            record.start_offset,
-            record.end_offset,
-        ));
-        self.shared.register(state.clone())?;
-        let stream = Stream {
-            state,
-            engine: self.shared.clone(),
-        };
-        Ok(Some((stream, write)))
+        Ok(Some((self.register_open(&record)?, write)))
     }
 
     /// Starts the PUT of stream `id`'s manifest, so that it runs while the caller goes on; a
@@ -476,8 +466,13 @@ impl Engine {
             }
             None => metadata.open_stream(id, &self.shared.node).await?,
         };
+        self.register_open(&record)
+    }
+
+    /// Registers the stream of `record`, just opened in the metadata, as open on this node.
+    fn register_open(&self, record: &StreamRecord) -> Result<Stream> {
         let state = Arc::new(OpenStream::new(
-            id,
+            record.id,
             record.epoch,
             record.start_offset,
             record.end_offset,

@@ -161,24 +161,23 @@ impl TabletBuilder {
         let schemas = self.schemas.ok_or_else(|| missing("schemas"))?;
         let metadata = engine.metadata().clone();
         let key = self.id.registry_key();
-        // The table record (when the open is guarded by it) and the registry entry, in one read.
-        let (guard, existing) = if self.require_table {
-            let table_key = mink_metadata::keys::table(&self.id.table);
-            let mut found = metadata
-                .kv()
-                .get_many(&[table_key, key.clone()])
-                .await
-                .map_err(|e| TabletError::metadata(&name, "read the tablet registry", e))?;
-            let existing = found.pop().flatten();
-            let table = found.pop().flatten();
-            (Some(guard_version(table, &self.id, &name)?), existing)
-        } else {
-            let existing = metadata
-                .kv()
-                .get(&key)
-                .await
-                .map_err(|e| TabletError::metadata(&name, "read the tablet registry", e))?;
-            (None, existing)
+        // The registry entry and (when the open is guarded by it) the table record, in one read.
+        let table_key = self
+            .require_table
+            .then(|| mink_metadata::keys::table(&self.id.table));
+        let keys: Vec<String> = std::iter::once(key.clone())
+            .chain(table_key.clone())
+            .collect();
+        let mut found = metadata
+            .kv()
+            .get_many(&keys)
+            .await
+            .map_err(|e| TabletError::metadata(&name, "read the tablet registry", e))?
+            .into_iter();
+        let existing = found.next().flatten();
+        let guard = match table_key {
+            Some(_) => Some(guard_version(found.next().flatten(), &self.id, &name)?),
+            None => None,
         };
         let opened = match (existing, mode) {
             (Some(_), Mode::Create) => return Err(TabletError::AlreadyExists { tablet: name }),

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use mink_codec::header::CRC_START;
+use mink_s3stream::format::crc::combine;
+use mink_s3stream::format::object::COMBINE_FROM;
 use mink_s3stream::{AppendPermit, Build, PendingAppend};
 
 use super::parse::Parsed;
@@ -319,30 +321,25 @@ fn stamp(
     }
 }
 
-/// The CRC32C of a stamped payload large enough for the WAL to use it (see
-/// [`Build::Append`]), from the CRC each batch's header holds, which `parse` checked over the
-/// bytes it covers and stamping leaves alone: a large batch's covered bytes are not read again,
-/// only its stamped prefix. `None` for a smaller payload, or one that is not exactly the kept
-/// batches one after another.
+/// The CRC32C of a stamped payload of large batches (see [`Build::Append`]), from the CRC each
+/// batch's header holds, which `parse` checked over the bytes it covers and stamping leaves
+/// alone: only each batch's stamped prefix is read, so this costs a few combines under the
+/// sequencing lock. `None` when a kept batch is below [`COMBINE_FROM`] (the WAL hashes the
+/// payload as before), or when the payload is not exactly the kept batches one after another.
 fn payload_crc(payload: &[u8], parsed: &[Parsed], batches: &[AppendedBatch]) -> Option<u32> {
-    use mink_s3stream::format::crc::combine;
-    use mink_s3stream::format::object::COMBINE_FROM;
-    if payload.len() < COMBINE_FROM {
-        return None;
-    }
     let mut crc = 0;
     let mut at = 0;
     for (p, _) in parsed.iter().zip(batches).filter(|(_, r)| !r.duplicate) {
         let len = p.range.len();
-        let batch = payload.get(at..at + len)?;
-        crc = match batch.split_at_checked(CRC_START) {
-            Some((prefix, covered)) if len >= COMBINE_FROM => combine(
-                crc32c::crc32c_append(crc, prefix),
-                p.crc,
-                covered.len() as u64,
-            ),
-            _ => crc32c::crc32c_append(crc, batch),
-        };
+        if len < COMBINE_FROM {
+            return None;
+        }
+        let (prefix, covered) = payload.get(at..at + len)?.split_at_checked(CRC_START)?;
+        crc = combine(
+            crc32c::crc32c_append(crc, prefix),
+            p.crc,
+            covered.len() as u64,
+        );
         at += len;
     }
     (at == payload.len()).then_some(crc)
