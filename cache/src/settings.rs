@@ -60,6 +60,10 @@ pub struct BlockCacheSettings {
     /// Byte budget of the object index cache (parsed footers and indexes of committed objects).
     /// Default: 32 MiB.
     pub index_capacity_bytes: u64,
+    /// Byte budget of the blocks kept decoded: a block of a committed object read a second
+    /// time is kept as its batches in one buffer, so later reads of it neither check its CRC
+    /// nor copy batches that cross pages. 0 keeps none. Default: 64 MiB.
+    pub decoded_bytes: u64,
 }
 
 impl Default for BlockCacheSettings {
@@ -72,6 +76,7 @@ impl Default for BlockCacheSettings {
             disk_dir: None,
             disk_bytes: 4 * 1024 * MIB,
             index_capacity_bytes: 32 * MIB,
+            decoded_bytes: 64 * MIB,
         }
     }
 }

@@ -736,6 +736,61 @@ async fn large_streams_get_stream_objects_and_reads_span_objects() {
 }
 
 #[tokio::test]
+async fn a_block_read_again_comes_from_the_decoded_blocks_with_the_same_batches() {
+    let world = World::new();
+    let mut settings = no_tail_cache();
+    settings.compaction.block_bytes = 4 << 10;
+    // Pages smaller than a block: most batches cross from one page into the next.
+    settings.cache.block.page_size = 1 << 10;
+    let engine = world.engine("n1", settings).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    for i in 0..20u8 {
+        stream
+            .append(2, Bytes::from(vec![i; 500]))
+            .await
+            .unwrap()
+            .durable()
+            .await
+            .unwrap();
+    }
+    engine.compact_now().await.unwrap();
+    let hits = || counter(&engine.metrics().decoded_block_hits);
+    let gets = || counter(&engine.metrics().object_gets);
+    let read = || stream.fetch(0, u64::MAX, 1 << 20, ReadBound::Confirmed);
+    let first = read().await.unwrap();
+    assert_eq!(first.len(), 20);
+    for (i, batch) in first.iter().enumerate() {
+        assert_eq!((batch.base_offset, batch.count), (2 * i as u64, 2));
+        assert_eq!(batch.payload, Bytes::from(vec![i as u8; 500]));
+    }
+    assert_eq!(read().await.unwrap(), first);
+    assert_eq!(
+        hits(),
+        0,
+        "the first two reads of a block decode it from its pages"
+    );
+    let loaded = gets();
+    assert_eq!(
+        read().await.unwrap(),
+        first,
+        "the same batches, kept decoded"
+    );
+    assert!(
+        hits() >= 3,
+        "20 batches of 516 bytes fill 3 blocks: {} hits",
+        hits()
+    );
+    assert_eq!(gets(), loaded);
+    // A read that starts inside a kept block takes its batches from the first one it wants.
+    let tail = stream
+        .fetch(31, u64::MAX, 1 << 20, ReadBound::Confirmed)
+        .await
+        .unwrap();
+    assert_eq!(tail, first[15..].to_vec());
+}
+
+#[tokio::test]
 async fn a_sequential_reader_finds_the_next_object_loaded_when_it_gets_there() {
     let world = World::new();
     let base = no_tail_cache();

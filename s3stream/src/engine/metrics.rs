@@ -32,6 +32,8 @@ pub struct EngineMetrics {
     pub object_gets: AtomicU64,
     /// Bytes read from committed objects.
     pub object_bytes_read: AtomicU64,
+    /// Blocks of committed objects read from those kept decoded (no CRC, no copy).
+    pub decoded_block_hits: AtomicU64,
     /// Batches replayed from the WAL at recovery.
     pub recovered_batches: AtomicU64,
     /// Stream manifests that could not be written (the stream was created without one).

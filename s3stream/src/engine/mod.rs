@@ -26,6 +26,7 @@
 //! [`stream`] (the handle appends and reads go through); and this file, the engine handle.
 
 mod compaction;
+mod decoded;
 mod footprint;
 mod lock;
 mod log_cache;
@@ -56,6 +57,7 @@ pub use footprint::{Footprint, StoredPiece};
 pub use metrics::EngineMetrics;
 pub use settings::EngineSettings;
 
+use self::decoded::DecodedBlocks;
 use self::lock::lock;
 use self::open_stream::OpenStream;
 use self::reader::ObjectReader;
@@ -326,7 +328,12 @@ impl Engine {
             .map_err(|e| StreamError::Cache(Arc::new(e)))?;
         let budget_units = u32::try_from(units(settings.max_uncompacted_bytes)).unwrap_or(u32::MAX);
         let shared = Arc::new(EngineShared {
-            reader: ObjectReader::new(caches.clone(), data_storage.clone(), metrics.clone()),
+            reader: ObjectReader::new(
+                caches.clone(),
+                DecodedBlocks::new(settings.cache.block.decoded_bytes),
+                data_storage.clone(),
+                metrics.clone(),
+            ),
             caches,
             node,
             exclusive,

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use mink_cache::{Caches, LoadError, PageLoader, ReadaheadState, Weighted};
 use mink_metadata::{CoveringRange, Metadata, ObjectRecord};
 
+use super::decoded::DecodedBlocks;
 use super::lock::lock;
 use super::metrics::EngineMetrics;
 use crate::batch::StreamBatch;
@@ -100,6 +101,7 @@ impl PageLoader for StorageLoader {
 
 pub(crate) struct ObjectReader {
     caches: EngineCaches,
+    decoded: DecodedBlocks,
     storage: Arc<dyn ObjectStorage>,
     metrics: Arc<EngineMetrics>,
 }
@@ -107,11 +109,13 @@ pub(crate) struct ObjectReader {
 impl ObjectReader {
     pub(crate) fn new(
         caches: EngineCaches,
+        decoded: DecodedBlocks,
         storage: Arc<dyn ObjectStorage>,
         metrics: Arc<EngineMetrics>,
     ) -> Self {
         ObjectReader {
             caches,
+            decoded,
             storage,
             metrics,
         }
@@ -184,15 +188,32 @@ impl ObjectReader {
                     e.stream_id == stream_id && e.end_offset > start && e.start_offset < to
                 });
                 for entry in blocks {
-                    let parts = self
-                        .caches
-                        .blocks
-                        .read_sequential(object.id, object.size, entry.range(), &loader, &mut state)
-                        .await
-                        .map_err(|e| StreamError::Cache(Arc::new(e)))?;
-                    let batches = object::decode_block_parts(&parts, entry)
-                        .map_err(|e| corrupt(object, e))?;
-                    for batch in batches {
+                    let batches = match self.decoded.get(object.id, entry.position) {
+                        Some(batches) => {
+                            self.metrics
+                                .decoded_block_hits
+                                .fetch_add(1, Ordering::Relaxed);
+                            batches
+                        }
+                        None => {
+                            let parts = self
+                                .caches
+                                .blocks
+                                .read_sequential(
+                                    object.id,
+                                    object.size,
+                                    entry.range(),
+                                    &loader,
+                                    &mut state,
+                                )
+                                .await
+                                .map_err(|e| StreamError::Cache(Arc::new(e)))?;
+                            let batches = object::decode_block_parts(&parts, entry)
+                                .map_err(|e| corrupt(object, e))?;
+                            self.decoded.decoded(object.id, entry.position, batches)
+                        }
+                    };
+                    for batch in batches.iter() {
                         if batch.end_offset() <= cursor {
                             continue;
                         }
@@ -204,7 +225,7 @@ impl ObjectReader {
                         }
                         bytes += batch.payload.len();
                         cursor = batch.end_offset();
-                        out.push(batch);
+                        out.push(batch.clone());
                     }
                 }
                 if cursor < covering.range.end_offset.min(to) {

@@ -390,6 +390,12 @@ impl Collector for EngineCollector {
         )?;
         counter(
             &mut encoder,
+            "decoded_block_hits",
+            "Blocks of committed objects read from those kept decoded",
+            &engine.decoded_block_hits,
+        )?;
+        counter(
+            &mut encoder,
             "object_puts",
             "Committed objects written by compaction",
             &engine.objects_written,

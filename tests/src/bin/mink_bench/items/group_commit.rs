@@ -128,6 +128,7 @@ impl Bench {
         let budget = settings.cache.tail.capacity_bytes
             + settings.cache.block.memory_bytes
             + settings.cache.block.index_capacity_bytes
+            + settings.cache.block.decoded_bytes
             + settings.max_uncompacted_bytes
             + request_budget;
         let _ = write!(
@@ -139,6 +140,7 @@ impl Bench {
              | tail cache budget (`engine.cache.tail.capacity_bytes`) | {} |\n\
              | block cache memory budget (`engine.cache.block.memory_bytes`) | {} |\n\
              | object index cache budget (`engine.cache.block.index_capacity_bytes`) | {} |\n\
+             | decoded blocks budget (`engine.cache.block.decoded_bytes`) | {} |\n\
              | max uncompacted bytes (`engine.max_uncompacted_bytes`) | {} |\n\
              | request bytes in flight budget (`http.max_inflight_request_bytes`) | {} |\n\
              | highest request bytes in flight sampled (`mink_http_inflight_request_bytes`) | {} |\n\
@@ -154,6 +156,7 @@ impl Bench {
             mib(settings.cache.tail.capacity_bytes),
             mib(settings.cache.block.memory_bytes),
             mib(settings.cache.block.index_capacity_bytes),
+            mib(settings.cache.block.decoded_bytes),
             mib(settings.max_uncompacted_bytes),
             mib(request_budget),
             mib(peak_inflight.load(Ordering::Relaxed)),
