@@ -7,8 +7,10 @@
 //! decoded a second time is kept here as its batches in one buffer of their own: a later read
 //! takes slices of it, with no CRC and no copy.
 //!
-//! Only a second decode is kept (the first only marks the block as seen): a read that passes
-//! once over more history than fits, a catch-up replay, copies nothing and evicts nothing here.
+//! Only a block decoded again while it is still among the most recent `budget` bytes decoded is
+//! kept (the first decode only marks it as seen, by its size): an LRU cache of that budget
+//! would have held it. A read that passes once, or again and again, over more history than
+//! the budget, a catch-up replay, copies nothing and evicts nothing here.
 //! The buffer is a copy, not slices of pages, so an entry holds exactly the bytes it weighs and
 //! never keeps a page alive after the block cache evicted it.
 
@@ -33,8 +35,8 @@ pub(crate) struct DecodedBlocks {
 
 struct Kept {
     blocks: Cache<BlockKey, Arc<[StreamBatch]>>,
-    /// Blocks decoded once (keys only).
-    seen: Cache<BlockKey, ()>,
+    /// Blocks decoded lately, with their sizes, within the same budget (keys only).
+    seen: Cache<BlockKey, u32>,
 }
 
 impl DecodedBlocks {
@@ -48,10 +50,10 @@ impl DecodedBlocks {
                     u32::try_from(weight(batches)).unwrap_or(u32::MAX)
                 })
                 .build(),
-            // A key per MiB of budget, but at least a thousand: enough to remember the blocks
-            // a second read could find here.
             seen: Cache::builder()
-                .max_capacity((capacity_bytes >> 20).max(1_000))
+                .max_capacity(capacity_bytes)
+                .eviction_policy(EvictionPolicy::lru())
+                .weigher(|_: &BlockKey, bytes: &u32| *bytes)
                 .build(),
         });
         DecodedBlocks { cache }
@@ -63,7 +65,7 @@ impl DecodedBlocks {
     }
 
     /// A block's batches as just decoded (CRC checked): kept, copied into one buffer, when the
-    /// block was decoded before, else only marked as seen. Returns the batches to read.
+    /// block was decoded lately, else only marked as seen. Returns the batches to read.
     pub(crate) fn decoded(
         &self,
         object_id: u64,
@@ -74,8 +76,10 @@ impl DecodedBlocks {
             return batches.into();
         };
         let key = (object_id, position);
-        if !kept.seen.contains_key(&key) {
-            kept.seen.insert(key, ());
+        if kept.seen.get(&key).is_none() {
+            let bytes = weight(&batches);
+            kept.seen
+                .insert(key, u32::try_from(bytes).unwrap_or(u32::MAX));
             return batches.into();
         }
         let batches = contiguous(batches);
@@ -144,6 +148,26 @@ mod tests {
         assert_ne!(a.as_ptr(), b"first".as_ptr());
         assert!(blocks.get(7, 1).is_none(), "another block of the object");
         assert!(blocks.get(8, 0).is_none(), "another object");
+    }
+
+    #[test]
+    fn a_loop_over_more_than_the_budget_copies_nothing() {
+        static PAYLOAD: [u8; 4096] = [7; 4096];
+        let blocks = DecodedBlocks::new(64 << 10);
+        // 32 blocks of 4 KiB, read in order three times: each comes back after 128 KiB.
+        for _ in 0..3 {
+            for position in 0..32 {
+                let batches = blocks.decoded(1, position, vec![batch(position, &PAYLOAD)]);
+                assert_eq!(batches[0].payload.as_ptr(), PAYLOAD.as_ptr(), "not copied");
+                blocks
+                    .cache
+                    .as_ref()
+                    .expect("a budget")
+                    .seen
+                    .run_pending_tasks();
+            }
+        }
+        assert!((0..32).all(|p| blocks.get(1, p).is_none()));
     }
 
     #[test]
