@@ -735,6 +735,19 @@ async fn large_streams_get_stream_objects_and_reads_span_objects() {
     assert_eq!(read_all(&small, 0).await, expected(0, 12));
 }
 
+/// Appends `count` durable batches of two offsets each, the `i`-th of 500 bytes `i`.
+async fn append_wide(stream: &Stream, count: u8) {
+    for i in 0..count {
+        stream
+            .append(2, Bytes::from(vec![i; 500]))
+            .await
+            .unwrap()
+            .durable()
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_block_read_again_comes_from_the_decoded_blocks_with_the_same_batches() {
     let world = World::new();
@@ -745,15 +758,7 @@ async fn a_block_read_again_comes_from_the_decoded_blocks_with_the_same_batches(
     let engine = world.engine("n1", settings).await;
     let id = engine.create_stream().await.unwrap().id;
     let stream = engine.open_stream(id).await.unwrap();
-    for i in 0..20u8 {
-        stream
-            .append(2, Bytes::from(vec![i; 500]))
-            .await
-            .unwrap()
-            .durable()
-            .await
-            .unwrap();
-    }
+    append_wide(&stream, 20).await;
     engine.compact_now().await.unwrap();
     let hits = || counter(&engine.metrics().decoded_block_hits);
     let gets = || counter(&engine.metrics().object_gets);
@@ -807,15 +812,7 @@ async fn a_sequential_reader_finds_the_next_object_loaded_when_it_gets_there() {
     let stream = engine.open_stream(id).await.unwrap();
     // Two stream objects of 20 batches (40 offsets) each.
     for _ in 0..2 {
-        for i in 0..20u8 {
-            stream
-                .append(2, Bytes::from(vec![i; 500]))
-                .await
-                .unwrap()
-                .durable()
-                .await
-                .unwrap();
-        }
+        append_wide(&stream, 20).await;
         engine.compact_now().await.unwrap();
     }
     let gets = || counter(&engine.metrics().object_gets);
