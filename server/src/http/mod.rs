@@ -72,6 +72,7 @@ mod redirect;
 mod routes;
 mod shared_renders;
 mod sse;
+mod sse_frames;
 mod tables;
 pub(crate) mod tls;
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use super::sse_frames;
 use crate::bucket_log::BucketLog;
 use crate::format::Format;
 
@@ -27,23 +28,21 @@ const MAX_ENTRIES: usize = 64;
 /// Bytes of renders kept at most.
 const MAX_BYTES: usize = 4 << 20;
 
-/// One rendered event: its id (the offset after its last row) and its `data`.
+/// One rendered event: the offset after its last row, and the whole event as sent (`id` that
+/// offset, `data` the JSON array of its rows).
 #[derive(Debug)]
 pub(crate) struct SharedEvent {
     /// The offset after the event's last row.
     pub(super) next: u64,
-    /// `next` as the event's `id`.
-    pub(super) id: String,
-    /// The JSON array of the event's rows.
-    pub(super) data: String,
+    /// The event's bytes, sent as they are by every stream that sends it.
+    pub(super) frame: Bytes,
 }
 
 impl SharedEvent {
-    pub(super) fn new(next: u64, data: String) -> Self {
+    pub(super) fn new(next: u64, data: &str) -> Self {
         SharedEvent {
             next,
-            id: next.to_string(),
-            data,
+            frame: sse_frames::event(None, Some(&next.to_string()), data.as_bytes()),
         }
     }
 }

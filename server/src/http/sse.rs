@@ -5,11 +5,13 @@
 //! split into several events, each of at most the bound plus one piece of rows, each `id` the
 //! offset after its last row; a stream may start inside a batch (a `Last-Event-ID` of a split
 //! batch), and sends the rows from there. Events are rendered one at a time as the client takes
-//! them; the events of a small batch sent whole are rendered once for every stream that sends them
-//! (`shared_renders.rs`). An open stream holds a place of the parked-read limits (`parked.rs`) until it ends;
-//! past them it is refused with 429. At the tail the stream parks on the log's high-watermark waiter,
+//! them; the events of a small batch sent whole are rendered once for every stream that sends
+//! them (`shared_renders.rs`) and sent by each as the same bytes (`sse_frames.rs`). An open
+//! stream holds a place of the parked-read limits (`parked.rs`) until it ends; past them it is
+//! refused with 429. At the tail the stream parks on the log's high-watermark waiter,
 //! so an event leaves the moment its append is durable. Heartbeat comments (`: heartbeat`) keep
-//! idle proxies from closing the connection, and the response ends after the recycle time (55 s by
+//! idle proxies from closing the connection (one after each heartbeat interval parked with
+//! nothing new), and the response ends after the recycle time (55 s by
 //! default). A client reconnecting with `Last-Event-ID` (or `offset`) continues exactly after the
 //! last event it saw: offsets, not the connection, carry the position. A failure after the
 //! response started is sent as an `error` event carrying the usual JSON error body, then the
@@ -18,11 +20,11 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 
 use super::headers::position_headers;
@@ -31,6 +33,7 @@ use super::read::{Parking, ReadQuery, start_offset, stored_rows};
 use super::shared_renders::{
     BatchEvents, EventsKey, MAX_SHARED_STORED_BYTES, SharedEvent, SharedEvents,
 };
+use super::sse_frames::{self, HEARTBEAT};
 use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
@@ -49,6 +52,8 @@ struct Feed {
     max_bytes: usize,
     max_render_bytes: usize,
     deadline: Instant,
+    /// How long a parked stream waits before it sends a heartbeat comment.
+    heartbeat: Duration,
     /// Stored batches read and not yet sent.
     queue: VecDeque<Bytes>,
     /// Where the read that filled `queue` ends.
@@ -103,11 +108,11 @@ pub(crate) fn serve(
     }
     let place = parking.admit()?;
     let http = &core.settings().http;
-    let heartbeat = http.sse_heartbeat_interval();
     let feed = Feed {
         max_bytes: q.max_bytes(http),
         max_render_bytes: http.max_render_bytes,
         deadline: Instant::now() + http.sse_recycle,
+        heartbeat: http.sse_heartbeat_interval(),
         core,
         info,
         log,
@@ -123,14 +128,16 @@ pub(crate) fn serve(
         parked: false,
         _place: place,
     };
-    let stream = futures::stream::unfold(feed, |mut feed| async move {
-        let event = feed.next_event().await?;
-        Some((Ok::<_, Infallible>(event), feed))
+    let frames = futures::stream::unfold(feed, |mut feed| async move {
+        let frame = feed.next_event().await?;
+        Some((Ok::<_, Infallible>(frame), feed))
     });
-    let mut response = Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"))
-        .into_response();
+    let mut response = Response::new(Body::from_stream(frames));
     let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Tell nginx-style proxies not to buffer the stream.
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -139,7 +146,9 @@ pub(crate) fn serve(
 }
 
 impl Feed {
-    async fn next_event(&mut self) -> Option<Event> {
+    /// The next bytes to send: an event, or a heartbeat comment after a wait at the tail with
+    /// nothing new; `None` when the stream ends.
+    async fn next_event(&mut self) -> Option<Bytes> {
         loop {
             match self.next_queued() {
                 Ok(Some(event)) => return Some(event),
@@ -155,31 +164,37 @@ impl Feed {
             }
             match self.read().await {
                 Ok(true) => {}
-                Ok(false) => self.park().await,
+                Ok(false) => {
+                    if !self.park().await
+                        && !self.done
+                        && Instant::now() < self.deadline
+                        && !self.core.is_shutting_down()
+                    {
+                        return Some(Bytes::from_static(HEARTBEAT));
+                    }
+                }
                 Err(error) => return Some(self.fail(&error)),
             }
         }
     }
 
     /// The `error` event that ends the stream.
-    fn fail(&mut self, error: &ApiError) -> Event {
+    fn fail(&mut self, error: &ApiError) -> Bytes {
         self.done = true;
         self.queue.clear();
         self.current = None;
         self.sending = None;
-        Event::default()
-            .event("error")
-            .data(error.body().to_string())
+        sse_frames::event(Some("error"), None, error.body().to_string().as_bytes())
     }
 
     /// The next event of the batches read, rendered now; `None` once they are all sent.
-    fn next_queued(&mut self) -> ApiResult<Option<Event>> {
+    fn next_queued(&mut self) -> ApiResult<Option<Bytes>> {
         loop {
             if let Some((events, at)) = &mut self.sending {
                 if let Some(event) = events.get(*at) {
                     *at += 1;
                     self.next = event.next;
-                    return Ok(Some(Event::default().id(&event.id).data(&event.data)));
+                    return Ok(Some(event.frame.clone()));
                 }
                 self.sending = None;
             }
@@ -189,9 +204,11 @@ impl Feed {
                         format::json_array_event(rows, *start, *end, self.max_render_bytes)?;
                     *start = event.end;
                     self.next = rows.base_offset + event.end as u64;
-                    return Ok(Some(
-                        Event::default().id(self.next.to_string()).data(event.data),
-                    ));
+                    return Ok(Some(sse_frames::event(
+                        None,
+                        Some(&self.next.to_string()),
+                        event.data.as_bytes(),
+                    )));
                 }
                 self.current = None;
             }
@@ -214,7 +231,11 @@ impl Feed {
                 }
                 None => {
                     self.next = self.next.max(format::next_offset_of(&batch)?);
-                    return Ok(Some(Event::default().id(self.next.to_string()).data("[]")));
+                    return Ok(Some(sse_frames::event(
+                        None,
+                        Some(&self.next.to_string()),
+                        b"[]",
+                    )));
                 }
             }
         }
@@ -251,16 +272,16 @@ impl Feed {
                     start = event.end;
                     events.push(SharedEvent::new(
                         rows.base_offset + event.end as u64,
-                        event.data,
+                        &event.data,
                     ));
                 }
             }
-            None => events.push(SharedEvent::new(end, "[]".to_owned())),
+            None => events.push(SharedEvent::new(end, "[]")),
         }
         let events: BatchEvents = events.into();
         let bytes = events
             .iter()
-            .map(|e| e.id.len() + e.data.len() + std::mem::size_of::<SharedEvent>())
+            .map(|e| e.frame.len() + std::mem::size_of::<SharedEvent>())
             .sum();
         let key = EventsKey {
             base_offset: base,
@@ -293,18 +314,22 @@ impl Feed {
         Ok(true)
     }
 
-    /// Waits at the tail until new data is durable, the log closes, the recycle time comes or
-    /// the node shuts down.
-    async fn park(&mut self) {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
+    /// Waits at the tail until new data is durable, the log closes, the heartbeat or recycle
+    /// time comes or the node shuts down; true when new data is durable.
+    async fn park(&mut self) -> bool {
+        let wait = self
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .min(self.heartbeat);
         let _parked = self.core.metrics().park();
-        tokio::select! {
-            _ = self.log.wait_past(self.next, remaining) => {}
-            _ = self.core.shutdown_signal().cancelled() => {}
-        }
+        let arrived = tokio::select! {
+            high_watermark = self.log.wait_past(self.next, wait) => high_watermark > self.next,
+            _ = self.core.shutdown_signal().cancelled() => false,
+        };
         self.parked = true;
         if self.log.is_closed() {
             self.done = true;
         }
+        arrived
     }
 }

@@ -25,6 +25,7 @@ use super::opened::{Opened, now_ms};
 use crate::core::NodeCore;
 use crate::http::parked::ParkedRead;
 use crate::http::read::Parking;
+use crate::http::sse_frames::{HEARTBEAT, lines};
 
 /// One SSE response's position.
 struct Feed {
@@ -150,7 +151,7 @@ impl Feed {
             }
             if !arrived {
                 self.opened.stream.touch(now_ms(&self.core));
-                return Some(Bytes::from_static(b": heartbeat\n\n"));
+                return Some(Bytes::from_static(HEARTBEAT));
             }
         }
     }
@@ -205,49 +206,9 @@ fn data_event(out: &mut Vec<u8>, mode: Mode, body: &[u8]) {
     out.push(b'\n');
 }
 
-/// The lines of `text`, split at CR LF, LF and CR.
-fn lines(text: &[u8]) -> Vec<&[u8]> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    while i < text.len() {
-        match text[i] {
-            b'\n' => {
-                lines.push(&text[start..i]);
-                start = i + 1;
-            }
-            b'\r' => {
-                lines.push(&text[start..i]);
-                if text.get(i + 1) == Some(&b'\n') {
-                    i += 1;
-                }
-                start = i + 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    lines.push(&text[start..]);
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn line_ends_of_every_kind_split_data_lines() {
-        let split = |t: &str| -> Vec<String> {
-            lines(t.as_bytes())
-                .into_iter()
-                .map(|l| String::from_utf8(l.to_vec()).unwrap())
-                .collect()
-        };
-        assert_eq!(split("a"), ["a"]);
-        assert_eq!(split("a\nb\r\nc\rd"), ["a", "b", "c", "d"]);
-        assert_eq!(split("a\r\n\r\nb"), ["a", "", "b"]);
-        assert_eq!(split("a\r\rb\n"), ["a", "", "b", ""]);
-    }
 
     #[test]
     fn messages_cannot_make_events_of_their_own() {
