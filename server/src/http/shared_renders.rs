@@ -42,7 +42,7 @@ impl SharedEvent {
     pub(super) fn new(next: u64, data: &str) -> Self {
         SharedEvent {
             next,
-            frame: sse_frames::event(None, Some(&next.to_string()), data.as_bytes()),
+            frame: sse_frames::rows_event(next, data.as_bytes()),
         }
     }
 }

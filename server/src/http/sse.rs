@@ -204,9 +204,8 @@ impl Feed {
                         format::json_array_event(rows, *start, *end, self.max_render_bytes)?;
                     *start = event.end;
                     self.next = rows.base_offset + event.end as u64;
-                    return Ok(Some(sse_frames::event(
-                        None,
-                        Some(&self.next.to_string()),
+                    return Ok(Some(sse_frames::rows_event(
+                        self.next,
                         event.data.as_bytes(),
                     )));
                 }
@@ -231,11 +230,7 @@ impl Feed {
                 }
                 None => {
                     self.next = self.next.max(format::next_offset_of(&batch)?);
-                    return Ok(Some(sse_frames::event(
-                        None,
-                        Some(&self.next.to_string()),
-                        b"[]",
-                    )));
+                    return Ok(Some(sse_frames::rows_event(self.next, b"[]")));
                 }
             }
         }

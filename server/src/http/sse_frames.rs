@@ -26,6 +26,11 @@ pub(crate) fn event(kind: Option<&str>, id: Option<&str>, data: &[u8]) -> Bytes 
     Bytes::from(out)
 }
 
+/// The frame of an event of rows: `id` the offset after them, `data` their JSON array.
+pub(crate) fn rows_event(next: u64, data: &[u8]) -> Bytes {
+    event(None, Some(&next.to_string()), data)
+}
+
 fn field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b": ");
