@@ -3,6 +3,7 @@
 //! - [`writer`]: group commit with several PUTs in flight and acknowledgements released strictly
 //!   in submission order.
 //! - `settings` and `error`: [`WalSettings`], [`WalError`] and [`WalIdError`].
+//! - `hedge`: a PUT still unanswered well past what recent PUTs took is sent a second time.
 //! - [`replay`]: reading a node's WAL back at recovery, through the metadata's WAL registry.
 //!
 //! The bytes of a WAL object are laid out in [`crate::format::wal`].
@@ -11,6 +12,7 @@
 //! (the WAL registry) before they are used, so recovery never lists the bucket.
 
 mod error;
+mod hedge;
 pub mod replay;
 mod settings;
 pub mod writer;

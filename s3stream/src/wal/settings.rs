@@ -32,9 +32,30 @@ pub struct WalSettings {
     /// append after a quiet spell is not held, nor is a full group. Default 0: off.
     #[serde(with = "mink_runtime::duration_ms")]
     pub min_put_interval: Duration,
+    /// A WAL PUT still unanswered after this quantile of the recent WAL PUTs' latencies (each
+    /// scaled up by the sizes' ratio when this object is larger) is sent a second time with the
+    /// same key and bytes, and the first success wins (docs/hedged-puts.md). 0 turns hedging off.
+    /// Default 0.95.
+    pub put_hedge_quantile: f64,
+    /// No PUT is hedged sooner than this after it was sent. Default 50 ms.
+    #[serde(with = "mink_runtime::duration_ms")]
+    pub put_hedge_min_delay: Duration,
+    /// Hedged requests are at most this share of the WAL's PUTs. Default 0.1.
+    pub put_hedge_budget: f64,
 }
 
 impl WalSettings {
+    /// Whether the hedging settings are in range: a quantile and a budget in `[0, 1]`.
+    pub fn validate_hedging(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.put_hedge_quantile) {
+            return Err("engine.wal.put_hedge_quantile must be between 0 and 1".to_owned());
+        }
+        if !(0.0..=1.0).contains(&self.put_hedge_budget) {
+            return Err("engine.wal.put_hedge_budget must be between 0 and 1".to_owned());
+        }
+        Ok(())
+    }
+
     /// The delays between attempts of a failed PUT or id reservation.
     pub(crate) fn retry_backoff(&self) -> Backoff {
         Backoff::new(self.retry_initial_backoff, self.retry_max_backoff)
@@ -51,6 +72,9 @@ impl Default for WalSettings {
             retry_max_backoff: Duration::from_secs(1),
             retry_deadline: Duration::from_secs(30),
             min_put_interval: Duration::ZERO,
+            put_hedge_quantile: 0.95,
+            put_hedge_min_delay: Duration::from_millis(50),
+            put_hedge_budget: 0.1,
         }
     }
 }

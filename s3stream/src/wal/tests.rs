@@ -238,6 +238,29 @@ async fn a_large_group_is_split_at_max_object_bytes() {
 }
 
 #[tokio::test]
+async fn a_put_that_never_answers_is_hedged_and_its_append_acknowledged() {
+    // The 21st PUT request hangs; by then 20 PUTs were timed (in microseconds), so it is sent
+    // again after the floor of 10 ms and the second request lands.
+    let storage = Arc::new(super::hedge::tests::HangingPut::new(20, false));
+    let wal = writer(
+        storage.clone(),
+        WalSettings {
+            put_hedge_min_delay: Duration::from_millis(10),
+            put_hedge_budget: 1.0,
+            ..WalSettings::default()
+        },
+    );
+    for i in 0..21 {
+        outcome(submit(&wal, record(1, i, 10))).await.unwrap();
+    }
+    assert_eq!(storage.puts.load(Ordering::SeqCst), 22);
+    assert_eq!(wal.metrics().put_hedges.load(Ordering::Relaxed), 1);
+    assert_eq!(wal.metrics().put_hedge_wins.load(Ordering::Relaxed), 1);
+    let key = WalWriter::object_key(PREFIX, 20);
+    assert!(storage.get(&key).await.is_ok(), "the hedged object landed");
+}
+
+#[tokio::test]
 async fn a_retried_put_still_acknowledges() {
     let faulty = Arc::new(FaultyStorage::new(memory(), 3));
     faulty.fail_next_op(StorageOp::Put, 3, FaultKind::Throttled);

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::hedge::{self, Hedger};
 use super::{WalError, WalIdError, WalSettings};
 use crate::failpoints::{self, Failpoints};
 use crate::format::wal::{self, WalRecord, WalSpan};
@@ -69,6 +70,10 @@ pub struct WalMetrics {
     pub put_bytes: AtomicU64,
     /// PUT attempts that failed and were retried.
     pub put_retries: AtomicU64,
+    /// Second requests sent for PUTs still unanswered past the hedging delay.
+    pub put_hedges: AtomicU64,
+    /// Hedged PUTs whose second request answered first.
+    pub put_hedge_wins: AtomicU64,
     /// Records acknowledged as durable.
     pub records_acked: AtomicU64,
 }
@@ -134,6 +139,7 @@ struct Inner {
     stages: Option<Arc<dyn StageObserver>>,
     prefix: String,
     settings: WalSettings,
+    hedger: Hedger,
     state: Mutex<State>,
     metrics: WalMetrics,
     idle: tokio::sync::Notify,
@@ -179,6 +185,7 @@ impl WalWriter {
                 fence: None,
                 stages: None,
                 prefix: prefix.into(),
+                hedger: Hedger::new(&settings),
                 settings,
                 state: Mutex::new(State {
                     open: Group::default(),
@@ -474,7 +481,16 @@ impl WalWriter {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            match self.inner.storage.put_parts(&key, parts.clone()).await {
+            let (outcome, hedged) =
+                hedge::put(&*self.inner.storage, &key, &parts, &self.inner.hedger).await;
+            let metrics = &self.inner.metrics;
+            metrics
+                .put_hedges
+                .fetch_add(u64::from(hedged.sent), Ordering::Relaxed);
+            metrics
+                .put_hedge_wins
+                .fetch_add(u64::from(hedged.won), Ordering::Relaxed);
+            match outcome {
                 Ok(_) => {
                     // The clock is read first: the rule is about when the success arrived.
                     if let Some(fence) = &self.inner.fence
@@ -488,7 +504,6 @@ impl WalWriter {
                             .check(failpoints::WAL_AFTER_PUT)
                             .map_err(WalError::Failpoint)?;
                     }
-                    let metrics = &self.inner.metrics;
                     metrics.puts.fetch_add(1, Ordering::Relaxed);
                     metrics.put_bytes.fetch_add(size as u64, Ordering::Relaxed);
                     return Ok(WrittenObject {

@@ -378,6 +378,18 @@ impl Collector for EngineCollector {
         )?;
         counter(
             &mut encoder,
+            "wal_put_hedges",
+            "Second requests sent for WAL PUTs unanswered past the hedging delay",
+            &wal.put_hedges,
+        )?;
+        counter(
+            &mut encoder,
+            "wal_put_hedge_wins",
+            "Hedged WAL PUTs whose second request answered first",
+            &wal.put_hedge_wins,
+        )?;
+        counter(
+            &mut encoder,
             "object_gets",
             "GETs of committed objects",
             &engine.object_gets,

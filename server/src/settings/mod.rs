@@ -237,6 +237,7 @@ impl Settings {
         if self.engine.wal.min_put_interval > std::time::Duration::from_secs(10) {
             return Err("engine.wal.min_put_interval must be at most 10000 ms".to_owned());
         }
+        self.engine.wal.validate_hedging()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
@@ -295,7 +296,7 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_naming_the_setting() {
         assert_eq!(Settings::default().validate(), Ok(()));
-        let cases: [(&str, &str); 9] = [
+        let cases: [(&str, &str); 11] = [
             ("node_id = \"\"", "node_id"),
             (
                 "[http.body]\nmax_ndjson_bytes = 0",
@@ -313,6 +314,14 @@ mod tests {
             (
                 "[engine.wal]\nmin_put_interval = 60000",
                 "engine.wal.min_put_interval",
+            ),
+            (
+                "[engine.wal]\nput_hedge_quantile = 1.5",
+                "engine.wal.put_hedge_quantile",
+            ),
+            (
+                "[engine.wal]\nput_hedge_budget = -0.5",
+                "engine.wal.put_hedge_budget",
             ),
         ];
         for (toml, setting) in cases {

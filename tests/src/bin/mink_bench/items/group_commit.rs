@@ -248,6 +248,7 @@ impl Bench {
         let put_bytes = gained("wal_put_bytes");
         let writes = StoreWrites {
             wal_puts: puts,
+            wal_hedges: gained("wal_put_hedges"),
             wal_bytes: put_bytes,
             object_puts: gained("object_puts"),
             object_bytes: gained("object_put_bytes"),
@@ -335,6 +336,8 @@ struct Case {
 /// What a case wrote to the store, from the node's counters.
 struct StoreWrites {
     wal_puts: f64,
+    /// Second requests of hedged WAL PUTs (docs/hedged-puts.md): requests, not objects.
+    wal_hedges: f64,
     wal_bytes: f64,
     /// Committed objects written by compaction (and merges or regrouping, if they ran).
     object_puts: f64,
@@ -463,9 +466,11 @@ impl Bench {
              `object_put_bytes`, `append_bytes`), its runs together: bytes written per byte appended, PUTs per GB \
              appended, and the PUT requests per day at the case's rate priced at S3 Standard's \
              $0.005 per 1,000 (compaction lags the appends within the uncompacted budget, so its \
-             share of a case is approximate).\n\n\
-             | buckets | WAL bytes / appended | compaction bytes / appended | WAL PUTs per GB | compaction PUTs per GB | WAL PUTs/s | PUT cost $/day |\n\
-             |---|---|---|---|---|---|---|\n"
+             share of a case is approximate). Hedged WAL PUTs (a second request for a PUT \
+             answering later than the recent ones, docs/hedged-puts.md) are counted as requests \
+             in the cost, beside the WAL objects.\n\n\
+             | buckets | WAL bytes / appended | compaction bytes / appended | WAL PUTs per GB | compaction PUTs per GB | WAL PUTs/s | hedged WAL PUT requests | PUT cost $/day |\n\
+             |---|---|---|---|---|---|---|---|\n"
         );
         for runs in cases {
             let Some(first) = runs.first() else {
@@ -477,16 +482,19 @@ impl Bench {
                 (sum(|c| c.writes.wal_puts), sum(|c| c.writes.object_puts));
             let seconds = sum(|c| c.seconds).max(1e-9);
             let gb = appended / 1e9;
-            let per_second = (wal_puts + object_puts) / seconds;
+            let hedges = sum(|c| c.writes.wal_hedges);
+            let per_second = (wal_puts + hedges + object_puts) / seconds;
             let _ = writeln!(
                 self.report.md,
-                "| {} | {:.2} | {:.2} | {:.0} | {:.1} | {:.0} | {:.0} |",
+                "| {} | {:.2} | {:.2} | {:.0} | {:.1} | {:.0} | {:.0} ({:.1}%) | {:.0} |",
                 first.buckets,
                 sum(|c| c.writes.wal_bytes) / appended,
                 sum(|c| c.writes.object_bytes) / appended,
                 wal_puts / gb,
                 object_puts / gb,
                 wal_puts / seconds,
+                hedges,
+                100.0 * hedges / wal_puts.max(1.0),
                 per_second * 86_400.0 * PUT_PRICE,
             );
         }

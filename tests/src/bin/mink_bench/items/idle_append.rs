@@ -38,6 +38,10 @@ impl Bench {
         let mut floor = Vec::new();
         let batch = mink_batch(1)?;
         let objects0 = c.metric("object_puts").await?;
+        let hedges0 = (
+            c.metric("wal_put_hedges").await?,
+            c.metric("wal_put_hedge_wins").await?,
+        );
         for i in 0..samples {
             let started = Instant::now();
             self.raw
@@ -60,6 +64,8 @@ impl Bench {
         }
         let puts = c.metric("wal_puts").await? - puts1;
         let objects = c.metric("object_puts").await? - objects0;
+        let hedges = c.metric("wal_put_hedges").await? - hedges0.0;
+        let hedge_wins = c.metric("wal_put_hedge_wins").await? - hedges0.1;
         let (raw, app, bat) = (pct(&mut raw), pct(&mut appends), pct(&mut batches));
         let floor = pct(&mut floor);
         let floor_ratio = (raw.p50 + floor.p50) / raw.p50.max(1e-9);
@@ -89,7 +95,9 @@ impl Bench {
              raw PUT: about what an append over HTTP would cost if its own work were free. \
              Compaction PUT \
              {objects} committed objects during these {} appends (they are not on the append's \
-             path; the WAL PUT is).\n\n",
+             path; the WAL PUT is). {hedges} of the {puts} WAL PUTs were sent a second time for \
+             answering later than the recent ones (`engine.wal.put_hedge_quantile`, \
+             docs/hedged-puts.md), and the second request answered first {hedge_wins} times.\n\n",
             raw.p50,
             raw.p99,
             raw.p999,
