@@ -147,6 +147,7 @@ async fn run(options: Options) -> Result<(), Error> {
         report: Report::default(),
         replay_window: (0, 0),
         replay_raw_mbps: 0.0,
+        replay_relay_mbps: 0.0,
     };
     let started = Instant::now();
     // Item 4 restarts the node; item 2 runs on a fresh life so that VmHWM is its own peak.

@@ -164,3 +164,69 @@ pub(crate) async fn loopback_mbps(bytes: u64) -> Result<f64, Error> {
     }
     Ok(received as f64 / seconds / 1e6)
 }
+
+/// The objects `keys` read from `store` in sequential whole-object GETs, as the raw GET baseline
+/// reads them, and written into a loopback TCP socket as they arrive (the next GET overlapping
+/// the current write), read to the end on the other side: MB/s. What the simplest relay of this
+/// store's bytes through a socket carries on this machine, with no format, cache or protocol.
+pub(crate) async fn relay_mbps(
+    store: Arc<dyn ObjectStorage>,
+    keys: Vec<String>,
+) -> Result<f64, Error> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("relay listen: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("relay address: {e}"))?;
+    let started = Instant::now();
+    let (objects, mut arrived) = tokio::sync::mpsc::channel::<Bytes>(1);
+    let reader = tokio::spawn(async move {
+        for key in keys {
+            let object = store
+                .get(&key)
+                .await
+                .map_err(|e| format!("relay GET {key}: {e}"))?;
+            if objects.send(object).await.is_err() {
+                break;
+            }
+        }
+        Ok::<_, Error>(())
+    });
+    let writer = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await?;
+        let mut sent = 0u64;
+        while let Some(object) = arrived.recv().await {
+            socket.write_all(&object).await?;
+            sent += object.len() as u64;
+        }
+        socket.shutdown().await?;
+        Ok::<_, std::io::Error>(sent)
+    });
+    let mut socket = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("relay connect: {e}"))?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut received = 0u64;
+    loop {
+        let n = socket
+            .read(&mut buffer)
+            .await
+            .map_err(|e| format!("relay read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        received += n as u64;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    reader.await.map_err(|e| format!("relay reader: {e}"))??;
+    let sent = writer
+        .await
+        .map_err(|e| format!("relay writer: {e}"))?
+        .map_err(|e| format!("relay write: {e}"))?;
+    if received != sent {
+        return Err(format!("relay: {received} of {sent} bytes arrived"));
+    }
+    Ok(received as f64 / seconds / 1e6)
+}

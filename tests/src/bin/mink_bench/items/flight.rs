@@ -37,6 +37,7 @@ impl Bench {
         let flight_warm = mbps(flight_bytes, flight_warm_seconds);
         let http_warm = mbps(http_bytes, http_warm_seconds);
         let raw = self.replay_raw_mbps;
+        let relay = self.replay_relay_mbps;
 
         let (put_mbps, put_bytes, put_seconds) = self.flight_put().await?;
         let raw_put = raw_put_throughput(
@@ -62,6 +63,7 @@ impl Bench {
              then again) and item 4's raw sequential GET of the committed objects:\n\n\
              | | MB/s | ratio to raw GET | goal |\n|---|---|---|---|\n\
              | raw sequential GET (item 4) | {raw:.1} | 1.00x | |\n\
+             | the same GETs relayed through a loopback socket (item 4: no format, cache or protocol) | {relay:.1} | {:.2}x | |\n\
              | HTTP, Arrow IPC, cold ({:.0} MB) | {http_mbps:.1} | {:.2}x | |\n\
              | Flight DoGet, cold ({:.0} MB) | {flight_mbps:.1} | **{:.2}x** | >= 0.8x: {}; faster than HTTP: {} ({:.2}x) |\n\
              | HTTP, Arrow IPC, warm | {http_warm:.1} | {:.2}x | |\n\
@@ -83,6 +85,7 @@ impl Bench {
              `initial_stream_window_size` and `initial_connection_window_size`), as a client \
              reading in bulk would.\n\n",
             flight_bytes as f64 / 1e6,
+            relay / raw,
             http_bytes as f64 / 1e6,
             http_mbps / raw,
             flight_bytes as f64 / 1e6,

@@ -39,6 +39,8 @@ pub(crate) struct Bench {
     pub(crate) replay_window: (i64, i64),
     /// Item 4's raw sequential GET throughput, MB/s (item 9's baseline).
     pub(crate) replay_raw_mbps: f64,
+    /// Item 4's relay of the same GETs through a loopback socket, MB/s (item 9's ceiling).
+    pub(crate) replay_relay_mbps: f64,
 }
 
 impl Bench {

@@ -124,6 +124,13 @@ impl Bench {
         for _ in 0..3 {
             loopback.push(crate::raw::loopback_mbps(raw_bytes).await?);
         }
+        // The same objects GET from the store and relayed through a loopback socket, three passes.
+        let keys: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
+        let mut relay = Vec::new();
+        for _ in 0..3 {
+            relay.push(crate::raw::relay_mbps(node_store.clone(), keys.clone()).await?);
+        }
+        self.replay_relay_mbps = median(relay.iter().copied()).0;
         // Each run is a new life of the node (empty caches), then a cold and a warm replay.
         let mut runs = Vec::new();
         for run in 0..RUNS {
@@ -174,6 +181,15 @@ impl Bench {
              passes | {} | {} | | | |",
             spread(loopback.iter().copied(), 1),
             spread_ratio(loopback.iter().map(|m| m / raw_mbps)),
+        );
+        let _ = writeln!(
+            self.report.md,
+            "| relay: the same sequential GETs, each object written into a loopback TCP socket as \
+             it arrives and read at the other end (no format, cache or protocol: what any answer \
+             carrying this store's bytes through a socket can reach here), median of 3 passes | \
+             {} | {} | | | |",
+            spread(relay.iter().copied(), 1),
+            spread_ratio(relay.iter().map(|m| m / raw_mbps)),
         );
         for (i, phase) in ["cold", "warm"].into_iter().enumerate() {
             let of = |f: fn(&Phase) -> f64| runs.iter().map(move |r| f(&r.phases[i]));
