@@ -120,7 +120,7 @@ pub(crate) async fn raw_put_concurrent(
 /// crossing a loopback socket on this machine can carry, which bounds every read through the
 /// node.
 pub(crate) async fn loopback_mbps(bytes: u64) -> Result<f64, Error> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("loopback listen: {e}"))?;
@@ -141,19 +141,8 @@ pub(crate) async fn loopback_mbps(bytes: u64) -> Result<f64, Error> {
     let mut socket = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| format!("loopback connect: {e}"))?;
-    let mut buffer = vec![0u8; 1 << 20];
     let started = Instant::now();
-    let mut received = 0u64;
-    loop {
-        let n = socket
-            .read(&mut buffer)
-            .await
-            .map_err(|e| format!("loopback read: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        received += n as u64;
-    }
+    let received = read_all(&mut socket, "loopback").await?;
     let seconds = started.elapsed().as_secs_f64();
     writer
         .await
@@ -173,7 +162,7 @@ pub(crate) async fn relay_mbps(
     store: Arc<dyn ObjectStorage>,
     keys: Vec<String>,
 ) -> Result<f64, Error> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("relay listen: {e}"))?;
@@ -207,18 +196,7 @@ pub(crate) async fn relay_mbps(
     let mut socket = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| format!("relay connect: {e}"))?;
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut received = 0u64;
-    loop {
-        let n = socket
-            .read(&mut buffer)
-            .await
-            .map_err(|e| format!("relay read: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        received += n as u64;
-    }
+    let received = read_all(&mut socket, "relay").await?;
     let seconds = started.elapsed().as_secs_f64();
     reader.await.map_err(|e| format!("relay reader: {e}"))??;
     let sent = writer
@@ -229,4 +207,21 @@ pub(crate) async fn relay_mbps(
         return Err(format!("relay: {received} of {sent} bytes arrived"));
     }
     Ok(received as f64 / seconds / 1e6)
+}
+
+/// Reads `socket` to its end in 1 MiB reads: the bytes received.
+async fn read_all(socket: &mut tokio::net::TcpStream, what: &str) -> Result<u64, Error> {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut received = 0u64;
+    loop {
+        let n = socket
+            .read(&mut buffer)
+            .await
+            .map_err(|e| format!("{what} read: {e}"))?;
+        if n == 0 {
+            return Ok(received);
+        }
+        received += n as u64;
+    }
 }
