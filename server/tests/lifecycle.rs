@@ -20,9 +20,9 @@ fn closed_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-/// Runs `mink serve` with `args` in `dir` and waits (bounded) for it to exit.
-fn serve_until_exit(dir: &Path, args: &[&str], limit: Duration) -> (ExitStatus, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mink"))
+/// Starts `mink serve` with `args` in `dir`, its stderr piped.
+fn spawn_serve(dir: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_mink"))
         .arg("serve")
         .args(args)
         .current_dir(dir)
@@ -32,7 +32,11 @@ fn serve_until_exit(dir: &Path, args: &[&str], limit: Duration) -> (ExitStatus, 
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Waits (bounded) for `child` to exit: its status and its stderr.
+fn exit_and_log(mut child: Child, limit: Duration) -> (ExitStatus, String) {
     let stderr = child.stderr.take().unwrap();
     let drain = std::thread::spawn(move || {
         BufReader::new(stderr)
@@ -43,6 +47,27 @@ fn serve_until_exit(dir: &Path, args: &[&str], limit: Duration) -> (ExitStatus, 
     });
     let status = wait_exit(&mut child, limit);
     (status, drain.join().unwrap())
+}
+
+/// The arguments of a node on memory storage with its metadata on etcd at `endpoint`.
+fn on_etcd<'a>(config: &'a Path, endpoint: &'a str) -> [&'a str; 10] {
+    [
+        "--config",
+        config.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--storage",
+        "memory",
+        "--metadata",
+        "etcd",
+        "--etcd-endpoints",
+        endpoint,
+    ]
+}
+
+/// Runs `mink serve` with `args` in `dir` and waits (bounded) for it to exit.
+fn serve_until_exit(dir: &Path, args: &[&str], limit: Duration) -> (ExitStatus, String) {
+    exit_and_log(spawn_serve(dir, args), limit)
 }
 
 fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
@@ -101,18 +126,7 @@ fn binary_refuses_to_start_on_an_etcd_nobody_answers_within_the_probe_timeout() 
     let started = Instant::now();
     let (status, log) = serve_until_exit(
         dir.path(),
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--storage",
-            "memory",
-            "--metadata",
-            "etcd",
-            "--etcd-endpoints",
-            &endpoint,
-        ],
+        &on_etcd(&config, &endpoint),
         Duration::from_secs(60),
     );
     assert!(!status.success(), "{status:?}\n{log}");
@@ -121,6 +135,37 @@ fn binary_refuses_to_start_on_an_etcd_nobody_answers_within_the_probe_timeout() 
     // The probe timeout bounds it (plus the client's own connect timeout, at most 5 s).
     assert!(
         started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A SIGTERM that comes while the node starts (here: on an etcd that takes connections and never
+/// answers) stops it with status 0 at once, not by the signal's default action and not after the
+/// start-up check gives up.
+#[cfg(unix)]
+#[test]
+fn binary_stops_cleanly_on_sigterm_while_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mink.toml");
+    std::fs::write(&config, "[node]\nprobe_timeout_ms = 120000\n").unwrap();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let child = spawn_serve(dir.path(), &on_etcd(&config, &endpoint));
+    // Once the node connects to the metadata store it is past listening for signals, and stuck
+    // in its start-up check.
+    let (_connection, _) = silent.accept().unwrap();
+    let started = Instant::now();
+    let signalled = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let (status, log) = exit_and_log(child, Duration::from_secs(60));
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("asked to stop while starting"), "{log}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
         "{:?}",
         started.elapsed()
     );

@@ -17,31 +17,64 @@ fn init_logs(format: LogFormat) {
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
+/// SIGTERM and Ctrl-C, listened for from the moment this is made to the end of the process.
+///
+/// Made before the node starts: a signal that comes while it starts (a WAL recovery, a metadata
+/// store still out of reach) must stop it, not kill the process by the signal's default action,
+/// and one listener for the whole run misses no signal between two waits.
+struct StopSignals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let listen = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for {name}");
+                    None
+                }
+            };
+            StopSignals {
+                term: listen(SignalKind::terminate(), "SIGTERM"),
+                interrupt: listen(SignalKind::interrupt(), "Ctrl-C"),
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// Resolves on the next SIGTERM or Ctrl-C.
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                () = next(&mut self.interrupt) => tracing::info!("Ctrl-C received"),
+                () = next(&mut self.term) => tracing::info!("SIGTERM received"),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                tracing::warn!(error = %e, "cannot listen for Ctrl-C");
                 std::future::pending::<()>().await;
             }
+            tracing::info!("Ctrl-C received");
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => tracing::info!("Ctrl-C received"),
-        _ = term => tracing::info!("SIGTERM received"),
     }
 }
 
@@ -71,11 +104,19 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<Stopped, String> {
     let log_format = args.log_format.unwrap_or(LogFormat::Text);
     init_logs(log_format);
     let settings = args.settings()?;
-    let mut node = start(&settings).await?;
+    let mut signals = StopSignals::listen();
+    let mut node = tokio::select! {
+        started = start(&settings) => started?,
+        () = signals.recv() => {
+            // What a start did so far is what a crash leaves, which recovery is made for.
+            tracing::info!("asked to stop while starting; the node exits without serving");
+            return Ok(Stopped::Asked);
+        }
+    };
     loop {
         let failed = node.failed();
         tokio::select! {
-            () = shutdown_signal() => {
+            () = signals.recv() => {
                 Node::shutdown(node).await.map_err(|e| e.to_string())?;
                 return Ok(Stopped::Asked);
             }
@@ -85,7 +126,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<Stopped, String> {
                     // another node recovers it. The node id joins again as a new incarnation.
                     tracing::error!(%reason, "the node's lease was lost; rejoining as a new incarnation");
                     node.abandon().await;
-                    match rejoin(&settings).await {
+                    match rejoin(&settings, &mut signals).await {
                         Some(next) => {
                             node = next;
                             continue;
@@ -105,7 +146,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<Stopped, String> {
                 );
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
-                    () = shutdown_signal() => {}
+                    () = signals.recv() => {}
                 }
                 node.abort();
                 return Ok(Stopped::WalFailed);
@@ -116,10 +157,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<Stopped, String> {
 
 /// Starts the next life of the node, trying again until it succeeds; `None` when asked to stop
 /// meanwhile.
-async fn rejoin(settings: &Settings) -> Option<Node> {
+async fn rejoin(settings: &Settings, signals: &mut StopSignals) -> Option<Node> {
     loop {
         tokio::select! {
-            () = shutdown_signal() => return None,
+            () = signals.recv() => return None,
             started = start(settings) => match started {
                 Ok(node) => {
                     tracing::info!("rejoined");
@@ -131,7 +172,7 @@ async fn rejoin(settings: &Settings) -> Option<Node> {
             },
         }
         tokio::select! {
-            () = shutdown_signal() => return None,
+            () = signals.recv() => return None,
             () = tokio::time::sleep(REJOIN_RETRY) => {}
         }
     }
