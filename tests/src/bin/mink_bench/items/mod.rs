@@ -75,6 +75,21 @@ impl Bench {
         self.node.start()?;
         self.node.wait_ready(&self.client.http).await
     }
+
+    /// Waits until compaction has committed everything the WAL holds (`wal_pending_bytes` 0),
+    /// so that a read timed next competes with no compaction for the store; the seconds waited.
+    pub(crate) async fn drained(&self) -> Result<f64, crate::Error> {
+        let waited = std::time::Instant::now();
+        loop {
+            if self.client.metric("wal_pending_bytes").await? == 0.0 {
+                return Ok(waited.elapsed().as_secs_f64());
+            }
+            if waited.elapsed() > std::time::Duration::from_secs(900) {
+                return Err("compaction did not drain the WAL within 15 minutes".to_owned());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
 }
 
 pub(crate) fn now_ms() -> i64 {

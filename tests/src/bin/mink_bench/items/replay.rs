@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mink_s3stream::engine::EngineSettings;
 
@@ -64,17 +64,7 @@ impl Bench {
         let write_seconds = written.elapsed().as_secs_f64();
         self.replay_window = (window_start, now_ms());
         // Wait until compaction has committed everything, so the replay reads committed objects.
-        let waited = Instant::now();
-        loop {
-            if self.client.metric("wal_pending_bytes").await? == 0.0 {
-                break;
-            }
-            if waited.elapsed() > Duration::from_secs(900) {
-                return Err("compaction did not drain the WAL within 15 minutes".to_owned());
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let compact_seconds = waited.elapsed().as_secs_f64();
+        let compact_seconds = self.drained().await?;
         let end = self.client.high_watermark("replay", 0).await?;
         self.node.stop()?;
         // The raw baseline: sequential whole-object GETs of every committed object of the node.
