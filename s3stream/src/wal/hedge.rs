@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures::TryFutureExt;
 
 use super::WalSettings;
 use crate::storage::{ObjectStorage, PutResult, Result};
@@ -118,6 +119,11 @@ pub(crate) struct Hedged {
     pub(crate) won: bool,
 }
 
+/// Tags a request's success with whether it was the hedge (one type for both requests).
+fn answered(hedge: bool) -> impl FnOnce(PutResult) -> (PutResult, bool) {
+    move |done| (done, hedge)
+}
+
 /// One attempt at the PUT of `parts` as `key`, hedged: if the first request is unanswered after
 /// the hedger's delay (and its budget allows), a second one is sent and the first success is
 /// taken; the other request is dropped. Fails only when every request sent failed (with the
@@ -130,40 +136,29 @@ pub(crate) async fn put(
 ) -> (Result<PutResult>, Hedged) {
     let size: usize = parts.iter().map(Bytes::len).sum();
     let started = Instant::now();
-    let first = storage.put_parts(key, parts.to_vec());
+    // A boxed future (`async_trait`): it can be polled by reference, then moved into the race.
+    let mut first = storage.put_parts(key, parts.to_vec());
     let mut hedged = Hedged::default();
     let outcome = match hedger.delay(size) {
         None => first.await,
-        Some(delay) => {
-            tokio::pin!(first);
-            tokio::select! {
-                biased;
-                outcome = &mut first => outcome,
-                () = tokio::time::sleep(delay) => {
-                    if hedger.take() {
-                        hedged.sent = true;
-                        let second = storage.put_parts(key, parts.to_vec());
-                        tokio::pin!(second);
-                        tokio::select! {
-                            biased;
-                            outcome = &mut first => match outcome {
-                                Ok(done) => Ok(done),
-                                Err(_) => second.await.inspect(|_| hedged.won = true),
-                            },
-                            outcome = &mut second => match outcome {
-                                Ok(done) => {
-                                    hedged.won = true;
-                                    Ok(done)
-                                }
-                                Err(_) => first.await,
-                            },
-                        }
-                    } else {
-                        first.await
-                    }
+        Some(delay) => tokio::select! {
+            biased;
+            outcome = &mut first => outcome,
+            () = tokio::time::sleep(delay) => {
+                if hedger.take() {
+                    hedged.sent = true;
+                    let second = storage.put_parts(key, parts.to_vec());
+                    // The first success, or the last error when both fail.
+                    let race = [first.map_ok(answered(false)), second.map_ok(answered(true))];
+                    futures::future::select_ok(race).await.map(|((done, won), _)| {
+                        hedged.won = won;
+                        done
+                    })
+                } else {
+                    first.await
                 }
             }
-        }
+        },
     };
     if outcome.is_ok() {
         hedger.record(started.elapsed(), size);

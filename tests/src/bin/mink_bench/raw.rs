@@ -121,12 +121,7 @@ pub(crate) async fn raw_put_concurrent(
 /// node.
 pub(crate) async fn loopback_mbps(bytes: u64) -> Result<f64, Error> {
     use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("loopback listen: {e}"))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("loopback address: {e}"))?;
+    let (listener, addr) = listen("loopback").await?;
     let writer = tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await?;
         let chunk = vec![0x5au8; 1 << 20];
@@ -163,12 +158,7 @@ pub(crate) async fn relay_mbps(
     keys: Vec<String>,
 ) -> Result<f64, Error> {
     use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("relay listen: {e}"))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("relay address: {e}"))?;
+    let (listener, addr) = listen("relay").await?;
     let started = Instant::now();
     let (objects, mut arrived) = tokio::sync::mpsc::channel::<Bytes>(1);
     let reader = tokio::spawn(async move {
@@ -207,6 +197,17 @@ pub(crate) async fn relay_mbps(
         return Err(format!("relay: {received} of {sent} bytes arrived"));
     }
     Ok(received as f64 / seconds / 1e6)
+}
+
+/// A listener on a free loopback port, and its address.
+async fn listen(what: &str) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), Error> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("{what} listen: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("{what} address: {e}"))?;
+    Ok((listener, addr))
 }
 
 /// Reads `socket` to its end in 1 MiB reads: the bytes received.
