@@ -14,6 +14,14 @@ pub struct WalSettings {
     pub max_inflight_puts: usize,
     /// A group is sealed when its records reach this many bytes. Default 8 MiB.
     pub max_object_bytes: usize,
+    /// While every PUT slot is busy, the open group is sealed once it holds an even share of the
+    /// bytes in flight and waiting over the slots (at least this many, at most
+    /// `max_object_bytes`), and the next group starts: the slots, as they free, then carry
+    /// several groups of about that size instead of one group of everything that arrived
+    /// meanwhile, whose PUT is the slowest (docs/wal-group-split.md). 0 turns it off, and so does
+    /// `min_put_interval`, which asks for fewer PUTs. Default 4 MiB, compaction's
+    /// `adopt_wal_object_bytes`: smaller pieces would each be written a second time.
+    pub min_split_bytes: usize,
     /// Data blocks in WAL objects are cut at about this size (WAL objects are laid out like
     /// committed objects, so that the compactor can commit a large one as it is). Default 1 MiB.
     pub block_bytes: usize,
@@ -67,6 +75,7 @@ impl Default for WalSettings {
         WalSettings {
             max_inflight_puts: 8,
             max_object_bytes: 8 << 20,
+            min_split_bytes: 4 << 20,
             block_bytes: 1 << 20,
             retry_initial_backoff: Duration::from_millis(20),
             retry_max_backoff: Duration::from_secs(1),

@@ -238,6 +238,41 @@ async fn a_large_group_is_split_at_max_object_bytes() {
 }
 
 #[tokio::test]
+async fn appends_waiting_for_busy_slots_leave_in_groups_of_an_even_share() {
+    // Records per WAL object, in order, when two appends take both slots and 30 more arrive
+    // before either PUT finishes (the test's runtime has one thread, so no upload runs before
+    // the test awaits).
+    async fn groups(min_split_bytes: usize) -> Vec<usize> {
+        let storage = memory();
+        let wal = writer(
+            storage.clone(),
+            WalSettings {
+                max_inflight_puts: 2,
+                min_split_bytes,
+                ..WalSettings::default()
+            },
+        );
+        let receivers: Vec<_> = (0..32).map(|i| submit(&wal, record(1, i, 1000))).collect();
+        for rx in receivers {
+            outcome(rx).await.unwrap();
+        }
+        let replayed = replay(&storage, PREFIX, std::slice::from_ref(&(0..1000)))
+            .await
+            .unwrap();
+        replayed.objects.iter().map(|o| o.records.len()).collect()
+    }
+    // Off: everything that waited goes in one group.
+    assert_eq!(groups(0).await, [1, 1, 30]);
+    // On: a group is sealed once it holds half (two slots) of the bytes in flight and waiting,
+    // so the pieces grow with what waits: 2 of the 4 records then, 4 of 8, 8 of 16, 16 of 32.
+    assert_eq!(groups(1).await, [1, 1, 2, 4, 8, 16]);
+    // The floor: no group is sealed below `min_split_bytes` (here five records' worth); then 7
+    // of the 14 in flight and waiting, 14 of 28, and the last 4 go when a slot frees.
+    let five = 5 * record(1, 0, 1000).encoded_len();
+    assert_eq!(groups(five).await, [1, 1, 5, 7, 14, 4]);
+}
+
+#[tokio::test]
 async fn a_put_that_never_answers_is_hedged_and_its_append_acknowledged() {
     // The 21st PUT request hangs; by then 20 PUTs were timed (in microseconds), so it is sent
     // again after the floor of 10 ms and the second request lands.

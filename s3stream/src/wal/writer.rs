@@ -5,7 +5,11 @@
 //! `max_inflight_puts` PUTs are in flight, the open group is sealed and uploaded at once. So an
 //! append on an idle node costs exactly one PUT and waits for nothing, and under load the appends
 //! that arrive while every PUT slot is busy form the next group by themselves. A group that
-//! reaches `max_object_bytes` is sealed early and queued until a slot frees.
+//! reaches `max_object_bytes` is sealed early and queued until a slot frees. While every slot is
+//! busy, the open group is also sealed once it holds an even share of the bytes in flight and
+//! waiting over the slots (`min_split_bytes` at least): what arrives during a slow PUT then leaves
+//! in several mid-sized PUTs as slots free, not in one large PUT that is slower than all of them
+//! (docs/wal-group-split.md).
 //!
 //! An operator may trade latency for request cost with `min_put_interval`: the open group is
 //! uploaded no sooner than that long after the last PUT started, gathering appends meanwhile, so
@@ -110,7 +114,11 @@ struct PutTimes {
 struct State {
     open: Group,
     sealed: VecDeque<Group>,
+    /// Bytes of the sealed groups.
+    sealed_bytes: usize,
     inflight: usize,
+    /// Bytes of the groups in flight.
+    inflight_bytes: usize,
     /// When the last PUT started (for `min_put_interval`).
     last_put: Option<Instant>,
     /// A wake-up is set for when the open group may go (`min_put_interval`).
@@ -190,7 +198,9 @@ impl WalWriter {
                 state: Mutex::new(State {
                     open: Group::default(),
                     sealed: VecDeque::new(),
+                    sealed_bytes: 0,
                     inflight: 0,
+                    inflight_bytes: 0,
                     last_put: None,
                     paced: false,
                     next_id: first_ids.start,
@@ -258,12 +268,29 @@ impl WalWriter {
         state.open.records.push(record);
         state.open.acks.push(ack);
         state.open.submitted.push(Instant::now());
-        if state.open.bytes >= self.inner.settings.max_object_bytes {
+        if state.open.bytes >= self.seal_at(&state) {
             let group = mem::take(&mut state.open);
+            state.sealed_bytes += group.bytes;
             state.sealed.push_back(group);
         }
         self.dispatch(&mut state);
         Ok(())
+    }
+
+    /// How many bytes the open group holds when it is sealed: `max_object_bytes`, or, while
+    /// every PUT slot is busy, an even share of the bytes in flight and waiting over the slots
+    /// (at least `min_split_bytes`). With a free slot the open group goes at once anyway.
+    fn seal_at(&self, state: &State) -> usize {
+        let settings = &self.inner.settings;
+        let max = settings.max_object_bytes;
+        if settings.min_split_bytes == 0
+            || !settings.min_put_interval.is_zero()
+            || state.inflight < settings.max_inflight_puts
+        {
+            return max;
+        }
+        let waiting = state.inflight_bytes + state.sealed_bytes + state.open.bytes;
+        (waiting / settings.max_inflight_puts).clamp(settings.min_split_bytes.min(max), max)
     }
 
     /// Runs `f` with the WAL object id below which every object written by this writer is
@@ -371,11 +398,16 @@ impl WalWriter {
                 break;
             };
             let group = match state.sealed.pop_front() {
-                Some(group) => group,
+                Some(group) => {
+                    state.sealed_bytes -= group.bytes;
+                    group
+                }
                 None => mem::take(&mut state.open),
             };
+            let bytes = group.bytes;
             state.next_id = id + 1;
             state.inflight += 1;
+            state.inflight_bytes += bytes;
             state.awaiting.push_back((id, group.acks));
             // The PUT's time starts here, so that the stages of an append add up.
             let started = Instant::now();
@@ -395,7 +427,7 @@ impl WalWriter {
                     started,
                     ended: Instant::now(),
                 };
-                writer.finish(id, outcome, times);
+                writer.finish(id, bytes, outcome, times);
             });
         }
         let left: u64 = state.ids.iter().map(|r| r.end - r.start).sum();
@@ -535,10 +567,17 @@ impl WalWriter {
         }
     }
 
-    fn finish(&self, id: u64, outcome: Result<WrittenObject, WalError>, times: PutTimes) {
+    fn finish(
+        &self,
+        id: u64,
+        bytes: usize,
+        outcome: Result<WrittenObject, WalError>,
+        times: PutTimes,
+    ) {
         let released = {
             let mut state = self.lock();
             state.inflight -= 1;
+            state.inflight_bytes -= bytes;
             state.done.insert(id, (outcome, times));
             let released = self.release(&mut state);
             self.dispatch(&mut state);
@@ -609,6 +648,7 @@ impl WalWriter {
         state.failed = Some(cause.clone());
         self.inner.failed.send_replace(true);
         let mut dropped = mem::take(&mut state.open).acks;
+        state.sealed_bytes = 0;
         for group in state.sealed.drain(..) {
             dropped.extend(group.acks);
         }
