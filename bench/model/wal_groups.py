@@ -11,7 +11,7 @@ Policies of when the open group is sealed while every slot is busy:
   all     at `max_object_bytes` only (the writer before docs/wal-group-split.md)
   cap     at a fixed smaller size
   share   at an even share of the bytes in flight and waiting over the slots, at least a floor
-          (the writer now, `min_split_bytes`)
+          (the writer now, `min_split_bytes`: 4 MiB by default)
 
 Prints, per policy and load, the throughput, the mean WAL object, raw PUTs with SLOTS in flight
 of that size in the same model, their ratio, and the append p50/p99. Used to choose the policy
@@ -131,11 +131,16 @@ def raw(size, seed=2):
 
 if __name__ == "__main__":
     for clients in (64, 256, 1000):
-        for policy, options in (("all", {}), ("cap", {"cap": 2 << 20}), ("share", {})):
+        for name, policy, options in (
+            ("all", "all", {}),
+            ("cap 2M", "cap", {"cap": 2 << 20}),
+            ("share 1M", "share", {"floor": 1 << 20}),
+            ("share 4M", "share", {"floor": 4 << 20}),
+        ):
             mbps, mean, p50, p99 = run(policy, clients, **options)
             baseline = raw(int(mean))
             print(
-                f"{clients:5} writers  {policy:5} {mbps:6.1f} MB/s  mean object {mean / 1024:5.0f} KiB"
+                f"{clients:5} writers  {name:8} {mbps:6.1f} MB/s  mean object {mean / 1024:5.0f} KiB"
                 f"  raw x{SLOTS} {baseline:6.1f} MB/s  ratio {mbps / baseline:.2f}"
                 f"  p50 {p50:4.0f} ms  p99 {p99:4.0f} ms"
             )
