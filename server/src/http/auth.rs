@@ -1,4 +1,4 @@
-//! The access-control middleware of the HTTP API, in front of every route.
+//! The access control of the HTTP API, in front of every route (in the gate, `gate.rs`).
 //!
 //! It takes the token from `Authorization: Bearer TOKEN` or from `access_token=TOKEN` in the query
 //! (a browser's `EventSource` cannot send headers), authenticates it with the node's
@@ -18,12 +18,8 @@
 //! | any other method under `/v1` | [`Action::Write`] on the table in the path, if any |
 //! | anything else | a valid token (then 404) |
 
-use std::sync::Arc;
-
-use axum::extract::{OriginalUri, Request, State};
+use axum::extract::{OriginalUri, Request};
 use axum::http::{Method, Uri, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use super::query::{TakeError, percent_decode, take_param};
 use crate::auth::{Action, Principal};
@@ -33,20 +29,9 @@ use crate::error::{ApiError, ApiResult};
 /// The query parameter that may carry the token.
 const ACCESS_TOKEN: &str = "access_token";
 
-/// The middleware: strips `access_token` from the query, authenticates, checks the route's
-/// action, and passes the principal on; or answers 400, 401 or 403.
-pub(super) async fn require(
-    State(core): State<Arc<NodeCore>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    match admit(&core, &mut request) {
-        Ok(()) => next.run(request).await,
-        Err(error) => error.into_response(),
-    }
-}
-
-fn admit(core: &NodeCore, request: &mut Request) -> ApiResult<()> {
+/// Strips `access_token` from the query, authenticates, checks the route's action, and passes
+/// the principal on as an extension; or the error to answer (400, 401 or 403).
+pub(super) fn admit(core: &NodeCore, request: &mut Request) -> ApiResult<()> {
     let from_query = take_query_token(request.uri_mut())?;
     if let Some(OriginalUri(original)) = request.extensions_mut().get_mut::<OriginalUri>() {
         take_query_token(original)?;

@@ -1,7 +1,7 @@
 //! Reading a request's body within its limit and the node's request budget.
 //!
 //! The limit of an append is the one of its format (`[http.body]`); every other request's body
-//! (the JSON of the control routes) is read by the middleware [`bounded_json`] within
+//! (the JSON of the control routes) is read by the layer [`JsonBodiesLayer`] within
 //! `http.body.max_json_bytes` before its handler parses it. A body whose length is known
 //! (`Content-Length`) and over the limit is refused before a byte of it is read; a chunked body
 //! is cut as soon as it passes the limit (413 `payload_too_large` either way; the rest is read and
@@ -10,16 +10,19 @@
 //! node has no room for gets 503 `overloaded` instead of memory. A body that sends nothing for
 //! `http.idle_timeout_ms` is given up, so a stalled client cannot hold its reservation.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::Method;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
+use futures::future::{BoxFuture, Either};
 use http_body_util::BodyExt;
+use tower::{Layer, Service};
 
 use crate::budget::{Budget, Permit};
 use crate::error::{ApiError, ApiResult};
@@ -103,7 +106,9 @@ fn drain(mut body: Body) {
     });
 }
 
-/// The state of [`bounded_json`].
+/// The limits of the JSON bodies of every route but the append: a tower layer
+/// ([`JsonBodiesLayer`]) reads such a body within `limit` and the budget (413 or 503 at once)
+/// and holds its bytes while the handler runs.
 #[derive(Debug)]
 pub(super) struct JsonBodies {
     pub(super) limit: usize,
@@ -111,26 +116,64 @@ pub(super) struct JsonBodies {
     pub(super) stall: Duration,
 }
 
-/// The middleware of every route but the append: reads the body within the JSON limit and the
-/// budget (413 or 503 at once), holds its bytes while the handler runs.
-pub(super) async fn bounded_json(
-    State(bodies): State<Arc<JsonBodies>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if request.method() == Method::POST && request.uri().path().ends_with("/records") {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    match read(body, bodies.limit, &bodies.budget, bodies.stall).await {
-        Ok((bytes, permit)) => {
-            let response = next
-                .run(Request::from_parts(parts, Body::from(bytes)))
-                .await;
-            drop(permit);
-            response
+/// The layer of [`BoundedJson`].
+#[derive(Debug, Clone)]
+pub(super) struct JsonBodiesLayer(pub(super) Arc<JsonBodies>);
+
+impl<S> Layer<S> for JsonBodiesLayer {
+    type Service = BoundedJson<S>;
+
+    fn layer(&self, inner: S) -> BoundedJson<S> {
+        BoundedJson {
+            bodies: self.0.clone(),
+            inner,
         }
-        Err(error) => error.into_response(),
+    }
+}
+
+/// Reads the body of a request to any route but the append within [`JsonBodies`] before the
+/// service `S` beneath. A request whose body is known to be empty (a GET) goes on as it is.
+#[derive(Debug, Clone)]
+pub(super) struct BoundedJson<S> {
+    bodies: Arc<JsonBodies>,
+    inner: S,
+}
+
+impl<S> Service<Request> for BoundedJson<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let append = request.method() == Method::POST && request.uri().path().ends_with("/records");
+        if append || request.body().size_hint().exact() == Some(0) {
+            return Either::Left(self.inner.call(request));
+        }
+        // The service made ready by `poll_ready` serves this request; a clone stays for the next.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let bodies = self.bodies.clone();
+        Either::Right(Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            match read(body, bodies.limit, &bodies.budget, bodies.stall).await {
+                Ok((bytes, permit)) => {
+                    let response = inner
+                        .call(Request::from_parts(parts, Body::from(bytes)))
+                        .await;
+                    drop(permit);
+                    response
+                }
+                Err(error) => Ok(error.into_response()),
+            }
+        }))
     }
 }
 

@@ -14,15 +14,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header::{
     ACCEPT, ACCESS_CONTROL_REQUEST_METHOD, AUTHORIZATION, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH,
     LOCATION, ORIGIN, RETRY_AFTER,
 };
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, Method};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use super::ds::answer as ds;
@@ -155,12 +153,8 @@ fn same_origin(origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {
         .is_some_and(|(_, rest)| rest.trim_end_matches('/').eq_ignore_ascii_case(host))
 }
 
-/// Refuses writes carrying an `Origin` that may not write (see the module doc).
-pub(crate) async fn check_origin(
-    State(writers): State<Arc<WriteOrigins>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Refuses a write carrying an `Origin` that may not write (see the module doc).
+pub(super) fn check_write(writers: &WriteOrigins, request: &Request) -> Result<(), ApiError> {
     let method = request.method();
     if !is_read(method)
         && method != Method::OPTIONS
@@ -169,14 +163,13 @@ pub(crate) async fn check_origin(
         && !same_origin(origin, request.headers().get(HOST))
     {
         let shown = origin.to_str().unwrap_or("?").to_owned();
-        return ApiError::Forbidden {
+        return Err(ApiError::Forbidden {
             message: format!(
                 "a page on {shown} may not write here: list its origin in http.cors.write_origins, or require a token"
             ),
-        }
-        .into_response();
+        });
     }
-    next.run(request).await
+    Ok(())
 }
 
 #[cfg(test)]

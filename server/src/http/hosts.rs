@@ -10,11 +10,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
+use super::gate::Check;
 use crate::error::ApiError;
 
 /// The hosts the node answers.
@@ -49,29 +48,27 @@ fn normalize(host: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
 }
 
-/// The middleware: passes requests for a listed host, answers 421 to the rest.
-pub(super) async fn check(
-    State(hosts): State<Arc<AllowedHosts>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    // HTTP/2 carries the host in the URI (`:authority`), HTTP/1.1 in the header.
-    let host = request
-        .uri()
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| {
+/// The allowlist as a gate (`gate.rs`): passes requests for a listed host, answers 421 to the
+/// rest.
+impl Check for Arc<AllowedHosts> {
+    type Kept = ();
+
+    fn check(&self, request: &mut Request) -> Result<(), ApiError> {
+        // HTTP/2 carries the host in the URI (`:authority`), HTTP/1.1 in the header.
+        let host = request.uri().authority().map(|a| a.as_str()).or_else(|| {
             request
                 .headers()
                 .get(header::HOST)
                 .and_then(|h| h.to_str().ok())
-                .map(str::to_owned)
+        });
+        let host = host.unwrap_or_default();
+        if request.uri().path() == "/healthz" || self.allows(host) {
+            return Ok(());
+        }
+        Err(ApiError::MisdirectedRequest {
+            host: host.to_owned(),
         })
-        .unwrap_or_default();
-    if request.uri().path() == "/healthz" || hosts.allows(&host) {
-        return next.run(request).await;
     }
-    ApiError::MisdirectedRequest { host }.into_response()
 }
 
 #[cfg(test)]

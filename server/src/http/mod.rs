@@ -57,6 +57,7 @@ mod dashboard;
 pub(crate) mod ds;
 mod error;
 mod extract;
+mod gate;
 mod headers;
 mod hosts;
 mod listener;
@@ -94,6 +95,8 @@ pub use headers::{
     HIGH_WATERMARK, LOG_START, NEXT_OFFSET, SCHEMA_ID, SEQUENCE, UP_TO_DATE, WRITER_ID,
 };
 pub(crate) use listener::{ConnectionGauges, bind};
+
+use self::gate::GateLayer;
 
 use crate::core::NodeCore;
 use crate::error::ApiError;
@@ -170,63 +173,50 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         http.max_parked_reads_per_client,
         core.metrics().clone(),
     );
-    let v1 = routes::v1()
-        .router
-        // Innermost first: bodies are bounded before anything reads them (appends by their
-        // format's limit, the rest by the JSON limit), within the budget; each request is
-        // logged (method, path, status, micros) at debug level once admitted by the rate limit.
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(body::JsonBodies {
+    // One layer of the whole stack (axum boxes and clones each `layer` call's service per
+    // request). Outermost first: the parked-read places, the rate limit, the request log (method,
+    // path, status, micros at debug level, once admitted by the rate limit), the budget, and the
+    // bodies bounded before anything reads them (appends by their format's limit, the rest by
+    // the JSON limit, within the budget).
+    let v1 = routes::v1().router.layer(
+        tower::ServiceBuilder::new()
+            .layer(Extension(parked.clone()))
+            .layer(GateLayer(rate_limit.clone()))
+            .layer(trace_layer())
+            .layer(Extension(budget.clone()))
+            .layer(body::JsonBodiesLayer(Arc::new(body::JsonBodies {
                 limit: http.body.max_json_bytes,
                 budget: budget.clone(),
                 stall: http.idle_timeout,
-            }),
-            body::bounded_json,
-        ))
-        .layer(Extension(budget.clone()))
-        .layer(trace_layer())
-        .layer(axum::middleware::from_fn_with_state(
-            rate_limit.clone(),
-            rate_limit::admit,
-        ))
-        .layer(Extension(parked.clone()));
+            }))),
+    );
     let mut app = routes::root().router.nest("/v1", v1);
     if core.settings().ds.enabled {
         // The Durable Streams front end reads its own bodies, within `ds.max_append_bytes`.
-        let ds = ds::routes(&core)
-            .layer(Extension(budget))
-            .layer(trace_layer())
-            .layer(axum::middleware::from_fn_with_state(
-                rate_limit,
-                rate_limit::admit,
-            ))
-            .layer(Extension(parked));
+        let ds = ds::routes(&core).layer(
+            tower::ServiceBuilder::new()
+                .layer(Extension(parked))
+                .layer(GateLayer(rate_limit))
+                .layer(trace_layer())
+                .layer(Extension(budget)),
+        );
         app = app.nest("/ds", ds);
     }
     // The routes, then the middleware every request passes through, layered once around them
     // (as the fallback of an empty router) rather than around each route: axum clones a route's
-    // whole stack for every request it answers, and each `from_fn` layer clones the layers
-    // beneath it again, so this stack stays short. These layers see each request as the client
-    // sent it, before routing, as they did when they wrapped each route.
+    // whole stack for every request it answers, so this stack stays short, and its checks are
+    // gates (`gate.rs`) rather than `from_fn` middleware, which boxes and clones again. These
+    // layers see each request as the client sent it, before routing, as they did when they
+    // wrapped each route.
     let app = Router::new().fallback_service(app.fallback(not_found).with_state(core.clone()));
-    let app = app
-        // Nothing runs, not even the rate limit, before the token is checked (only the Host
-        // allowlist, below, comes first).
-        .layer(axum::middleware::from_fn_with_state(
-            core.clone(),
-            auth::require,
-        ))
-        // Outside the token check: a redirect keeps the query as the client sent it.
-        .layer(axum::middleware::from_fn_with_state(
-            core.clone(),
-            redirect::route,
-        ))
-        // Before the token check and the redirect: a write from a page that may not write
-        // changes nothing and goes nowhere.
-        .layer(axum::middleware::from_fn_with_state(
-            cors::WriteOrigins::new(&core),
-            cors::check_origin,
-        ));
+    // Before anything else (only the Host allowlist and CORS, below, come first): a write from a
+    // page that may not write is refused, `redirected_by` is taken out of the query (a redirect
+    // keeps the query as the client sent it), then the token is checked; nothing runs, not even
+    // the rate limit, before it.
+    let app = app.layer(GateLayer(gate::Front {
+        writers: cors::WriteOrigins::new(&core),
+        core: core.clone(),
+    }));
     // JSON and NDJSON bodies compressed when the client asks (gzip, zstd); never SSE, whose
     // events must leave as they come, nor the binary formats.
     let app = app.layer(
@@ -241,7 +231,7 @@ pub(crate) fn router(core: Arc<NodeCore>) -> Router {
         None => app,
     };
     match hosts::AllowedHosts::new(&http.allowed_hosts) {
-        Some(hosts) => app.layer(axum::middleware::from_fn_with_state(hosts, hosts::check)),
+        Some(hosts) => app.layer(GateLayer(hosts)),
         None => app,
     }
 }

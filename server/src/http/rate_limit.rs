@@ -2,17 +2,16 @@
 //! per second with bursts of `http.rate_limit_burst` (0 = unlimited); a refused request gets 429
 //! `rate_limited` with `Retry-After` and is counted in `mink_rate_limited_total`.
 //!
-//! The limiter is the `governor` crate's; the middleware is ours so that a refusal is the API's
+//! The limiter is the `governor` crate's; the check is ours (a gate, `gate.rs`) so that a refusal is the API's
 //! JSON error and is counted (tower's `RateLimit` would make requests wait instead).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::extract::Request;
 use governor::{DefaultDirectRateLimiter, Quota};
 
+use super::gate::Check;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 
@@ -49,17 +48,17 @@ impl RateLimit {
     }
 }
 
-/// The middleware: admits the request through the rate limit, or answers 429.
-pub(super) async fn admit(
-    State(limit): State<Arc<RateLimit>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if let Some(limiter) = &limit.limiter
-        && !limiter.admit()
-    {
-        limit.metrics.rate_limited.inc();
-        return ApiError::RateLimited.into_response();
+/// The rate limit as a gate (`gate.rs`): admits the request, or answers 429.
+impl Check for Arc<RateLimit> {
+    type Kept = ();
+
+    fn check(&self, _: &mut Request) -> Result<(), ApiError> {
+        if let Some(limiter) = &self.limiter
+            && !limiter.admit()
+        {
+            self.metrics.rate_limited.inc();
+            return Err(ApiError::RateLimited);
+        }
+        Ok(())
     }
-    next.run(request).await
 }

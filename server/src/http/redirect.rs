@@ -1,7 +1,7 @@
 //! 307s to a bucket's owner (docs/cluster.md, "Routing").
 //!
 //! A handler that finds the bucket owned by another live node answers [`ApiError::Moved`] with
-//! the owner's base URL; this middleware, outside the token check so it sees the query as the
+//! the owner's base URL; the gate (`gate.rs`), outside the token check so it sees the query as the
 //! client sent it (`access_token` included: a 307 keeps it), turns that into the full URL of the
 //! same path and query, plus `redirected_by={node_id}`, and adds `Cache-Control: no-store`. A
 //! `redirected_by` the client brings is taken out of the query before anything parses it and
@@ -10,11 +10,8 @@
 //!
 //! [`ApiError::Moved`]: crate::error::ApiError::Moved
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::query::take_param;
@@ -28,25 +25,27 @@ pub(crate) const REDIRECTED_BY: &str = "redirected_by";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RedirectedBy(pub(crate) String);
 
-/// The middleware; see the module doc.
-pub(super) async fn route(
-    State(core): State<Arc<NodeCore>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// Takes `redirected_by` out of the query of `request` into a [`RedirectedBy`] extension;
+/// returns the URI the client asked for without it (what a redirect keeps), or the error of a
+/// request that gives it twice or not as UTF-8.
+pub(super) fn take_redirected_by(request: &mut Request) -> Result<Uri, ApiError> {
     let mut uri = request.uri().clone();
     match take_param(&mut uri, REDIRECTED_BY) {
         Ok(Some(by)) => {
             *request.uri_mut() = uri.clone();
             request.extensions_mut().insert(RedirectedBy(by));
+            Ok(uri)
         }
-        Ok(None) => {}
-        Err(_) => {
-            return ApiError::bad_request(format!("give `{REDIRECTED_BY}` once, as UTF-8"))
-                .into_response();
-        }
+        Ok(None) => Ok(uri),
+        Err(_) => Err(ApiError::bad_request(format!(
+            "give `{REDIRECTED_BY}` once, as UTF-8"
+        ))),
     }
-    let mut response = next.run(request).await;
+}
+
+/// `response` as sent: a 307 to an owner's base URL becomes the full URL of the same path and
+/// `uri`'s query plus `redirected_by`, not to be cached; any other answer is left as it is.
+pub(super) fn to_owner(core: &NodeCore, uri: &Uri, mut response: Response) -> Response {
     if response.status() != StatusCode::TEMPORARY_REDIRECT {
         return response;
     }
