@@ -375,13 +375,28 @@ impl NodeCore {
     /// Counts the batches of `chunk`, read for a reader that was parked at the tail, as
     /// delivered now: the time since each was committed goes to the tail-delivery histogram.
     pub fn delivered_to_parked(&self, chunk: &ReadChunk) {
+        self.delivered_at(chunk.batches.iter().filter_map(|b| commit_timestamp(b)));
+    }
+
+    /// Counts a read answered from what another parked reader of the same log read and
+    /// rendered, without reading the log (tier `shared`): `stored_bytes` of batches, and the
+    /// batches, committed at `commit_timestamps` (ms), delivered now.
+    pub(crate) fn delivered_shared(
+        &self,
+        stored_bytes: usize,
+        commit_timestamps: impl IntoIterator<Item = i64>,
+    ) {
+        self.metrics.reads.inc();
+        self.metrics.read_bytes.inc_by(stored_bytes as u64);
+        self.metrics.read_from("shared");
+        self.delivered_at(commit_timestamps);
+    }
+
+    /// The time since each commit (ms) goes to the tail-delivery histogram.
+    fn delivered_at(&self, commit_timestamps: impl IntoIterator<Item = i64>) {
         let now = self.metadata.clock().now_ms();
-        for batch in &chunk.batches {
-            if let Some(Ok(view)) = mink_codec::batches(batch.as_ref()).next() {
-                self.metrics
-                    .latencies
-                    .delivered(view.header().commit_timestamp, now);
-            }
+        for committed in commit_timestamps {
+            self.metrics.latencies.delivered(committed, now);
         }
     }
 
@@ -562,5 +577,13 @@ impl NodeCore {
             writer_id: i64::try_from(writer).unwrap_or(i64::MAX),
             high_mark,
         })
+    }
+}
+
+/// When the stored `batch` was committed (ms), from its header; `None` when it does not decode.
+pub fn commit_timestamp(batch: &[u8]) -> Option<i64> {
+    match mink_codec::batches(batch).next() {
+        Some(Ok(view)) => Some(view.header().commit_timestamp),
+        _ => None,
     }
 }

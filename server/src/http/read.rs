@@ -36,7 +36,7 @@ use super::pieces::Pieces;
 use super::shared_renders::{BodyKey, MAX_SHARED_STORED_BYTES, RenderedBody, SharedBodies};
 use crate::bucket_log::{BucketLog, LogOffsets, ReadChunk};
 use crate::catalog::TableInfo;
-use crate::core::NodeCore;
+use crate::core::{NodeCore, commit_timestamp};
 use crate::error::{ApiError, ApiResult};
 use crate::format::{self, Format, StoredRows};
 use crate::settings::HttpSettings;
@@ -136,6 +136,20 @@ pub(crate) async fn serve(
         drop(parked);
         drop(place);
         if log.offsets().high_watermark > from {
+            let range = (from, q.until);
+            if let Some(kept) = rendered(
+                &parking.reads.bodies,
+                log,
+                format,
+                &columns,
+                range,
+                max_bytes,
+            ) {
+                // Another long-poll parked at this offset read and rendered what comes next.
+                core.delivered_shared(kept.stored_bytes, kept.commit_timestamps.iter().copied());
+                let body = Pieces::body(kept.pieces.iter().cloned());
+                return Ok(respond(StatusCode::OK, body, kept.next_offset, log, format));
+            }
             chunk = core
                 .read(log.as_ref(), from, q.until, columns.as_deref(), max_bytes)
                 .await?;
@@ -169,6 +183,17 @@ pub(crate) async fn serve(
             http.max_render_bytes,
         )?
     };
+    Ok(respond(status, body, next_offset, log, format))
+}
+
+/// The response of a read: `body` in `format`, and the position headers.
+fn respond(
+    status: StatusCode,
+    body: Body,
+    next_offset: u64,
+    log: &Arc<dyn BucketLog>,
+    format: Format,
+) -> Response {
     let offsets = log.offsets();
     let mut response = (status, body).into_response();
     let h = response.headers_mut();
@@ -178,7 +203,31 @@ pub(crate) async fn serve(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     position_headers(h, next_offset, offsets);
-    Ok(response)
+    response
+}
+
+/// The newest body another long-poll of `log` rendered from `from` for the same range, format
+/// and columns out of no more than `max_bytes` of stored batches; `None` when there is none (or
+/// the format is not rendered once for all).
+fn rendered(
+    shared: &SharedBodies,
+    log: &Arc<dyn BucketLog>,
+    format: Format,
+    columns: &Option<Vec<String>>,
+    (from, until): (u64, Option<u64>),
+    max_bytes: usize,
+) -> Option<Arc<RenderedBody>> {
+    // Below the log start a read is refused, as it would be had this one read.
+    if !matches!(format, Format::Ndjson | Format::Arrow) || from < log.offsets().log_start {
+        return None;
+    }
+    shared.get(log, |k| {
+        k.from == from
+            && k.until == until
+            && k.format == format
+            && k.columns == *columns
+            && k.stored_bytes <= max_bytes
+    })
 }
 
 /// Whether a chunk read for a parked long-poll is rendered once for all: rows (mink batches
@@ -205,12 +254,19 @@ fn render_shared(
         from,
         until,
         read_end: chunk.next_offset,
+        stored_bytes: chunk.batches.iter().map(Bytes::len).sum(),
         format,
         columns,
     };
     if let Some(kept) = shared.get(log, |k| *k == key) {
         return Ok((Pieces::body(kept.pieces.iter().cloned()), kept.next_offset));
     }
+    let stored_bytes = key.stored_bytes;
+    let commit_timestamps = chunk
+        .batches
+        .iter()
+        .filter_map(|b| commit_timestamp(b))
+        .collect();
     let (rendered, next_offset) = render_rows(
         info,
         chunk,
@@ -225,6 +281,8 @@ fn render_shared(
     let kept = Arc::new(RenderedBody {
         pieces: rendered.head,
         next_offset,
+        stored_bytes,
+        commit_timestamps,
     });
     let bytes =
         kept.pieces.iter().map(Bytes::len).sum::<usize>() + std::mem::size_of::<RenderedBody>();

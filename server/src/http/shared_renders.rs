@@ -2,7 +2,9 @@
 //! that sends the same: the SSE events of a batch (`sse.rs`), and the whole body of a long-poll
 //! answered by a few small batches (`read.rs`). A bucket followed by many readers would otherwise
 //! check, decode and render each new batch once per reader: with 1,000 SSE readers parked on one
-//! bucket, that was about a quarter of the node's CPU per delivery.
+//! bucket, that was about a quarter of the node's CPU per delivery. A reader woken at the tail
+//! looks here before it reads: when another reader already read and rendered what comes next
+//! from its offset, it sends that without reading the log at all.
 //!
 //! An entry is one open log and a key naming what was rendered from it (offsets, columns,
 //! format): the rows at an offset of a log never change, and the node's `http.max_render_bytes`
@@ -47,8 +49,19 @@ impl SharedEvent {
     }
 }
 
-/// The events of one batch.
-pub(crate) type BatchEvents = Arc<[SharedEvent]>;
+/// The events of one batch, with what a stream that sends them without reading the batch
+/// counts of it.
+#[derive(Debug)]
+pub(crate) struct SharedBatch {
+    pub(super) events: Vec<SharedEvent>,
+    /// The stored batch's length.
+    pub(super) stored_len: usize,
+    /// When the batch was committed (ms), if its header says.
+    pub(super) commit_timestamp: Option<i64>,
+}
+
+/// The events of one batch, shared.
+pub(crate) type BatchEvents = Arc<SharedBatch>;
 
 /// What the events of a batch are kept under: its offset and the columns asked for.
 #[derive(Debug, PartialEq)]
@@ -58,23 +71,28 @@ pub(crate) struct EventsKey {
 }
 
 /// The events of small batches, rendered once for every SSE stream that sends them.
-pub(crate) type SharedEvents = SharedRenders<EventsKey, [SharedEvent]>;
+pub(crate) type SharedEvents = SharedRenders<EventsKey, SharedBatch>;
 
-/// A long-poll body rendered once for every long-poll that sends the same: its pieces and the
-/// offset after what it holds.
+/// A long-poll body rendered once for every long-poll that sends the same: its pieces, the
+/// offset after what it holds, and its batches' stored bytes and commit times (ms), which a
+/// long-poll that sends it without reading them counts.
 #[derive(Debug)]
 pub(crate) struct RenderedBody {
     pub(super) pieces: Vec<Bytes>,
     pub(super) next_offset: u64,
+    pub(super) stored_bytes: usize,
+    pub(super) commit_timestamps: Vec<i64>,
 }
 
 /// What a long-poll body is kept under: the read's range, where the batches read end (the log's
-/// batches between two offsets never change), the format and the columns.
+/// batches between two offsets never change) and their stored bytes, the format and the
+/// columns.
 #[derive(Debug, PartialEq)]
 pub(crate) struct BodyKey {
     pub(super) from: u64,
     pub(super) until: Option<u64>,
     pub(super) read_end: u64,
+    pub(super) stored_bytes: usize,
     pub(super) format: Format,
     pub(super) columns: Option<Vec<String>>,
 }

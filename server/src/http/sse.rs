@@ -31,12 +31,12 @@ use super::headers::position_headers;
 use super::parked::ParkedRead;
 use super::read::{Parking, ReadQuery, start_offset, stored_rows};
 use super::shared_renders::{
-    BatchEvents, EventsKey, MAX_SHARED_STORED_BYTES, SharedEvent, SharedEvents,
+    BatchEvents, EventsKey, MAX_SHARED_STORED_BYTES, SharedBatch, SharedEvent, SharedEvents,
 };
 use super::sse_frames::{self, HEARTBEAT};
 use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
-use crate::core::NodeCore;
+use crate::core::{NodeCore, commit_timestamp};
 use crate::error::{ApiError, ApiResult};
 use crate::format::{self, StoredRows};
 
@@ -191,7 +191,7 @@ impl Feed {
     fn next_queued(&mut self) -> ApiResult<Option<Bytes>> {
         loop {
             if let Some((events, at)) = &mut self.sending {
-                if let Some(event) = events.get(*at) {
+                if let Some(event) = events.events.get(*at) {
                     *at += 1;
                     self.next = event.next;
                     return Ok(Some(event.frame.clone()));
@@ -273,11 +273,15 @@ impl Feed {
             }
             None => events.push(SharedEvent::new(end, "[]")),
         }
-        let events: BatchEvents = events.into();
         let bytes = events
             .iter()
             .map(|e| e.frame.len() + std::mem::size_of::<SharedEvent>())
             .sum();
+        let events: BatchEvents = Arc::new(SharedBatch {
+            events,
+            stored_len: batch.len(),
+            commit_timestamp: commit_timestamp(batch),
+        });
         let key = EventsKey {
             base_offset: base,
             columns: columns.map(<[String]>::to_vec),
@@ -286,8 +290,19 @@ impl Feed {
         Ok(Some(events))
     }
 
-    /// Reads at `next`, queueing the batches; false when at the tail.
+    /// Reads at `next`, queueing the batches; false when at the tail. A stream woken at the tail
+    /// first takes the events another stream of the log rendered of the batch at `next`, if one
+    /// did, without reading.
     async fn read(&mut self) -> ApiResult<bool> {
+        if self.parked
+            && let Some(events) = self.rendered_next()
+        {
+            self.parked = false;
+            self.core
+                .delivered_shared(events.stored_len, events.commit_timestamp);
+            self.sending = Some((events, 0));
+            return Ok(true);
+        }
         let chunk = self
             .core
             .read(
@@ -307,6 +322,21 @@ impl Feed {
         self.queue.extend(chunk.batches);
         self.queue_end = chunk.next_offset;
         Ok(true)
+    }
+
+    /// The events of the batch at `next`, whole within `until`, when another stream of the log
+    /// rendered them.
+    fn rendered_next(&self) -> Option<BatchEvents> {
+        // Below the log start a read is refused, as it would be had this stream read.
+        if self.next < self.log.offsets().log_start {
+            return None;
+        }
+        let columns = self.columns.as_deref();
+        let events = self.shared.get(&self.log, |k| {
+            k.base_offset == self.next && k.columns.as_deref() == columns
+        })?;
+        let end = events.events.last()?.next;
+        self.until.is_none_or(|u| end <= u).then_some(events)
     }
 
     /// Waits at the tail until new data is durable, the log closes, the heartbeat or recycle

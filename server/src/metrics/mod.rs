@@ -170,7 +170,7 @@ impl Metrics {
         registry.register("read_bytes", "Bytes of batches read", read_bytes.clone());
         registry.register(
             "read_tier",
-            "Reads by the tier that answered them (memory: tail/log cache, object_store: GETs)",
+            "Reads by the tier that answered them (memory: tail/log cache, object_store: GETs, shared: what another reader parked on the bucket read and rendered)",
             read_tiers.clone(),
         );
         registry.register(

@@ -206,6 +206,14 @@ pub async fn long_polls_share_rendered_bodies(backend: Backend) {
         let first = "{\"id\":2,\"msg\":\"m2\"}\n".to_owned();
         assert_eq!(poll.await.unwrap(), ("2".to_owned(), first));
     }
+    // A long-poll woken after another rendered the same range answers with that body without
+    // reading the log: most of 18 long-polls of three kinds (those woken at once on the two
+    // workers before the first render of their kind was kept read for themselves).
+    let shared = h.metric("mink_read_tier_total{tier=\"shared\"}").await;
+    assert!(
+        shared >= 9.0,
+        "{shared} of 18 long-polls answered from another's render"
+    );
     h.append_ndjson("b", &ndjson(&[20, 30])).await;
     let rows_b = "{\"id\":20,\"msg\":\"m20\"}\n{\"id\":30,\"msg\":\"m30\"}\n";
     for poll in other {

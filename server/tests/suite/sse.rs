@@ -202,4 +202,12 @@ pub async fn sse_readers_share_rendered_events(backend: Backend) {
     for got in events {
         assert_eq!(got, vec![(4, rows(&[3, 4], &["id", "msg"]))]);
     }
+    // Woken, a stream whose batch another had already rendered sent those events without
+    // reading the log: most of them (those woken at once on the two workers before the first
+    // render was kept read for themselves).
+    let shared = h.metric("mink_read_tier_total{tier=\"shared\"}").await;
+    assert!(
+        shared >= 14.0,
+        "{shared} of 20 streams sent the batch from another's render"
+    );
 }
