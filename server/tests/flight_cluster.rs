@@ -126,14 +126,32 @@ async fn follow(
     }
 }
 
+/// A live DoGet of `bucket` from `offset`. A bucket being transferred here answers UNAVAILABLE
+/// (`bucket_unavailable`) until this node has opened it, which a client retries: so does this,
+/// for at most 10 s.
 async fn live(client: &mut FlightClient, bucket: u32, offset: u64) -> tonic::Streaming<FlightData> {
     let ticket = json!({"v": 1, "table": "t", "bucket": bucket, "offset": offset, "live": true});
-    client
-        .inner_mut()
-        .do_get(Ticket::new(ticket.to_string()))
-        .await
-        .unwrap()
-        .into_inner()
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match client
+            .inner_mut()
+            .do_get(Ticket::new(ticket.to_string()))
+            .await
+        {
+            Ok(stream) => return stream.into_inner(),
+            Err(status)
+                if status.code() == Code::Unavailable
+                    && status
+                        .metadata()
+                        .get("mink-error-kind")
+                        .is_some_and(|k| k == "bucket_unavailable")
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(status) => panic!("live DoGet of bucket {bucket}: {status:?}"),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
