@@ -375,7 +375,12 @@ impl NodeCore {
     /// Counts the batches of `chunk`, read for a reader that was parked at the tail, as
     /// delivered now: the time since each was committed goes to the tail-delivery histogram.
     pub fn delivered_to_parked(&self, chunk: &ReadChunk) {
-        self.delivered_at(chunk.batches.iter().filter_map(|b| commit_timestamp(b)));
+        self.delivered_at(
+            chunk
+                .batches
+                .iter()
+                .filter_map(crate::format::commit_timestamp_of),
+        );
     }
 
     /// Counts a read answered from what another parked reader of the same log read and
@@ -577,13 +582,5 @@ impl NodeCore {
             writer_id: i64::try_from(writer).unwrap_or(i64::MAX),
             high_mark,
         })
-    }
-}
-
-/// When the stored `batch` was committed (ms), from its header; `None` when it does not decode.
-pub fn commit_timestamp(batch: &[u8]) -> Option<i64> {
-    match mink_codec::batches(batch).next() {
-        Some(Ok(view)) => Some(view.header().commit_timestamp),
-        _ => None,
     }
 }

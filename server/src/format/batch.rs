@@ -112,6 +112,13 @@ pub fn base_offset_of(batch: &Bytes) -> ApiResult<u64> {
         })
 }
 
+/// When a stored batch was committed (ms); `None` when its header does not decode.
+pub fn commit_timestamp_of(batch: &Bytes) -> Option<i64> {
+    BatchView::new(batch.clone())
+        .ok()
+        .map(|v| v.header().commit_timestamp)
+}
+
 /// The offset after a stored batch.
 pub fn next_offset_of(batch: &Bytes) -> ApiResult<u64> {
     BatchView::new(batch.clone())

@@ -28,8 +28,8 @@ pub mod schema;
 
 pub use arrow::{arrow_to_rows, rows_to_arrow};
 pub use batch::{
-    base_offset_of, codec_of, compress_batches, decode_batch, encode_rows, next_offset_of,
-    schema_id_of,
+    base_offset_of, codec_of, commit_timestamp_of, compress_batches, decode_batch, encode_rows,
+    next_offset_of, schema_id_of,
 };
 pub use ndjson::{ndjson_to_rows, rows_to_json_array, rows_to_ndjson};
 pub use render::{

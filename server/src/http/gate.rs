@@ -1,7 +1,7 @@
 //! The checks a request passes before its handler, each a [`Check`] run by one small tower
 //! service, [`Gate`]: the front gate of every request (a write from an origin that may not write,
-//! `redirected_by`, the token; then a 307 made into the owner's full URL on the way out), and
-//! the rate limit of `/v1` and `/ds`.
+//! `redirected_by`, the token; then a 307 made into the owner's full URL on the way out), the
+//! rate limit of `/v1` and `/ds` (`rate_limit.rs`) and the Host allowlist (`hosts.rs`).
 //!
 //! axum's `from_fn` middleware boxes a future and clones the services beneath it for each
 //! request; five of them cost about a third of the node's CPU per request at the HTTP floor (a

@@ -36,7 +36,7 @@ use super::pieces::Pieces;
 use super::shared_renders::{BodyKey, MAX_SHARED_STORED_BYTES, RenderedBody, SharedBodies};
 use crate::bucket_log::{BucketLog, LogOffsets, ReadChunk};
 use crate::catalog::TableInfo;
-use crate::core::{NodeCore, commit_timestamp};
+use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::format::{self, Format, StoredRows};
 use crate::settings::HttpSettings;
@@ -218,7 +218,7 @@ fn rendered(
     max_bytes: usize,
 ) -> Option<Arc<RenderedBody>> {
     // Below the log start a read is refused, as it would be had this one read.
-    if !matches!(format, Format::Ndjson | Format::Arrow) || from < log.offsets().log_start {
+    if !rendered_format(format) || from < log.offsets().log_start {
         return None;
     }
     shared.get(log, |k| {
@@ -233,8 +233,13 @@ fn rendered(
 /// Whether a chunk read for a parked long-poll is rendered once for all: rows (mink batches
 /// are sent as stored anyway), from a few small batches.
 fn shares(chunk: &ReadChunk, format: Format) -> bool {
-    matches!(format, Format::Ndjson | Format::Arrow)
+    rendered_format(format)
         && chunk.batches.iter().map(Bytes::len).sum::<usize>() <= MAX_SHARED_STORED_BYTES
+}
+
+/// Whether `format`'s bodies are rendered (rows), not sent as stored.
+fn rendered_format(format: Format) -> bool {
+    matches!(format, Format::Ndjson | Format::Arrow)
 }
 
 /// [`render`] through `shared`: the body another long-poll rendered from the same batches for
@@ -265,7 +270,7 @@ fn render_shared(
     let commit_timestamps = chunk
         .batches
         .iter()
-        .filter_map(|b| commit_timestamp(b))
+        .filter_map(format::commit_timestamp_of)
         .collect();
     let (rendered, next_offset) = render_rows(
         info,

@@ -36,7 +36,7 @@ use super::shared_renders::{
 use super::sse_frames::{self, HEARTBEAT};
 use crate::bucket_log::BucketLog;
 use crate::catalog::TableInfo;
-use crate::core::{NodeCore, commit_timestamp};
+use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::format::{self, StoredRows};
 
@@ -280,7 +280,7 @@ impl Feed {
         let events: BatchEvents = Arc::new(SharedBatch {
             events,
             stored_len: batch.len(),
-            commit_timestamp: commit_timestamp(batch),
+            commit_timestamp: format::commit_timestamp_of(batch),
         });
         let key = EventsKey {
             base_offset: base,
