@@ -76,6 +76,7 @@ mod items;
 mod lean_http;
 mod node;
 mod raw;
+mod raw_fanout;
 mod report;
 mod rows;
 mod scale;
@@ -254,6 +255,9 @@ async fn run(options: Options) -> Result<(), Error> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    if std::env::var_os(raw_fanout::SERVER_ENV).is_some() {
+        return raw_fanout::serve().await;
+    }
     // A bad flag prints the usage and exits with status 2; `--help` prints it and exits 0.
     let options = Options::parse();
     let outcome = if options.cluster {
