@@ -273,14 +273,32 @@ async fn log_end_reads_see_appends_before_they_are_durable() {
     assert_eq!(stream.wait_past(3, Duration::from_millis(20)).await, 3);
 }
 
-#[tokio::test]
-async fn a_crash_loses_nothing_acknowledged() {
-    let world = World::new();
+/// Node n1's engine with two new streams open: their ids and handles.
+async fn two_streams(world: &World) -> (Engine, (u64, Stream), (u64, Stream)) {
     let engine = world.engine("n1", manual()).await;
     let a = engine.create_stream().await.unwrap().id;
     let b = engine.create_stream().await.unwrap().id;
     let sa = engine.open_stream(a).await.unwrap();
     let sb = engine.open_stream(b).await.unwrap();
+    (engine, (a, sa), (b, sb))
+}
+
+/// The keys under the WAL prefix.
+async fn wal_keys(world: &World) -> Vec<String> {
+    world
+        .storage
+        .list("wal/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_crash_loses_nothing_acknowledged() {
+    let world = World::new();
+    let (engine, (a, sa), (b, sb)) = two_streams(&world).await;
     append_n(&sa, 10).await;
     engine.compact_now().await.unwrap();
     append_n(&sa, 10).await;
@@ -310,6 +328,32 @@ async fn a_crash_loses_nothing_acknowledged() {
 }
 
 #[tokio::test]
+async fn recovery_reads_past_a_missing_wal_object_and_stops_only_its_streams() {
+    let world = World::new();
+    let (engine, (a, sa), (b, sb)) = two_streams(&world).await;
+    // One WAL object per append, in turn: a, b, a, b, a, b.
+    for _ in 0..3 {
+        append_n(&sa, 1).await;
+        append_n(&sb, 1).await;
+    }
+    engine.abort();
+    drop((sa, sb, engine));
+    let mut keys = wal_keys(&world).await;
+    keys.sort();
+    assert_eq!(keys.len(), 6, "{keys:?}");
+    // The third object (a's second append) never landed, as an upload in flight at a crash: a
+    // keeps its records before it, b (with nothing in it) keeps everything after it too.
+    world.storage.delete(&keys[2]).await.unwrap();
+    let engine = world.engine("n1", manual()).await;
+    let sa = engine.open_stream(a).await.unwrap();
+    let sb = engine.open_stream(b).await.unwrap();
+    assert_eq!(read_all(&sa, 0).await, expected(0, 2));
+    assert_eq!(sa.offsets().next, 2);
+    assert_eq!(read_all(&sb, 0).await, expected(0, 6));
+    assert_eq!(sb.offsets().next, 6);
+}
+
+#[tokio::test]
 async fn a_new_life_of_a_node_recovers_the_earlier_lives_wal() {
     let world = World::new();
     // Life 1 of node n1 appends and crashes.
@@ -333,14 +377,7 @@ async fn a_new_life_of_a_node_recovers_the_earlier_lives_wal() {
     let sa = engine.open_stream(a).await.unwrap();
     assert_eq!(read_all(&sa, 0).await, expected(0, 20));
     append_n(&sa, 1).await;
-    let keys: Vec<String> = world
-        .storage
-        .list("wal/")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.key)
-        .collect();
+    let keys = wal_keys(&world).await;
     assert!(
         !keys.is_empty() && keys.iter().all(|k| k.starts_with("wal/n1~2/")),
         "{keys:?}"

@@ -514,8 +514,9 @@ impl Engine {
         .await
     }
 
-    /// Compacts everything durable now, instead of waiting for the compactor's next round.
+    /// Compacts everything acknowledged now, instead of waiting for the compactor's next round.
     pub async fn compact_now(&self) -> Result<()> {
+        self.shared.wal.settle().await;
         compaction::compact(&self.shared).await
     }
 

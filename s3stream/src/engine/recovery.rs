@@ -5,8 +5,10 @@
 //! For each stream found in the WAL, the records kept are those of the stream's current epoch
 //! (older epochs were recovered when the stream was last opened, and a record of an older epoch
 //! could only come from a fenced owner) that continue the committed end without a gap, in offset
-//! order. A gap means an upload never landed; nothing after it was acknowledged, so the rest is
-//! dropped. Streams that are closed or deleted are skipped: close commits everything first.
+//! order. A gap means an upload never landed; the stream's records after it were never
+//! acknowledged (a stream's acknowledgements wait for its own earlier records), so they are
+//! dropped, while other streams' records in later objects are kept (`wal/replay.rs` reads past
+//! missing objects). Streams that are closed or deleted are skipped: close commits everything first.
 //! Everything kept is committed into objects, a chunk of streams per transaction, the last of
 //! which also retires every registered WAL id of the member; the replayed WAL objects are
 //! deleted afterwards.
@@ -132,7 +134,7 @@ fn keep(
                     stream_id,
                     expected = end,
                     found = record.base_offset,
-                    "gap in the WAL; later records were never acknowledged and are dropped"
+                    "gap in the stream's WAL records; its later records were never acknowledged and are dropped"
                 );
                 break;
             }

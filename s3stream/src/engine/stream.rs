@@ -536,6 +536,9 @@ impl Stream {
             });
         }
         if offset > state.committed_end.load(Ordering::Acquire) {
+            // Acknowledged records may sit in WAL objects past the durable point (another
+            // stream's PUT still in flight before them): wait for it to pass them first.
+            self.engine.wal.settle().await;
             compaction::compact(&self.engine).await?;
         }
         let record = self
@@ -555,8 +558,11 @@ impl Stream {
         let next = state.close_appends();
         self.drain(next).await?;
         // A round commits every stream's durable data, so when many streams close together (a
-        // node's shutdown, a drain) the first round leaves the others nothing to wait for.
+        // node's shutdown, a drain) the first round leaves the others nothing to wait for. The
+        // stream's last records may sit past the durable point (another stream's PUT still in
+        // flight before them): compaction takes them once it has passed them.
         if state.committed_end.load(Ordering::Acquire) < next {
+            engine.wal.settle().await;
             compaction::compact(engine).await?;
         }
         engine.metadata.close_stream(state.id, state.epoch).await?;

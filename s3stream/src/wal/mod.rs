@@ -19,7 +19,7 @@ pub mod writer;
 
 pub use crate::format::wal::{WalFormatError, WalRecord, WalSpan};
 pub use error::{WalError, WalIdError};
-pub use settings::WalSettings;
+pub use settings::{MAX_INFLIGHT_PUTS, WalSettings};
 pub use writer::{Ack, AckFence, WalIdSource, WalMetrics, WalWriter, WrittenObject};
 
 /// The key prefix of `node`'s WAL objects under the WAL root `root` (ending in `/` unless empty).

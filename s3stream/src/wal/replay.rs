@@ -1,10 +1,13 @@
 //! Reading a node's WAL back at recovery.
 //!
 //! The metadata's WAL registry holds the node's reserved id ranges that are not yet compacted.
-//! Ids are used in submission order and acknowledgements are released in that order, so the
-//! first id whose object is missing ends the WAL: a PUT that never landed was never acknowledged,
-//! and neither was anything submitted after it. Objects past that point (uploads that landed
-//! after an earlier one failed) were never acknowledged either and are ignored.
+//! Ids are used in order, one per PUT, and at most [`MAX_INFLIGHT_PUTS`] PUTs are in flight at
+//! once; a PUT that fails for good stops the writer. So no more than that many objects can be
+//! missing among the ids a writer used (uploads in flight when it stopped, or the failed one),
+//! and more than that many missing in a row means the WAL has ended. A missing object before the
+//! end is a gap: the records after it were acknowledged only for the streams with nothing in it
+//! (a stream's acknowledgements wait for its own earlier records), so recovery keeps each stream
+//! up to its own first missing record (`engine/recovery.rs`) and reads on past the gap.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -13,6 +16,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use mink_runtime::{Backoff, Retryable};
 
+use super::settings::MAX_INFLIGHT_PUTS;
 use super::writer::WalWriter;
 use crate::format::wal::{self, WalFormatError, WalRecord};
 use crate::storage::{ObjectStorage, StorageError};
@@ -61,12 +65,15 @@ pub enum ReplayError {
 pub struct Replay {
     /// The objects, in id order.
     pub objects: Vec<ReplayedObject>,
-    /// The first id that ended the WAL (missing), if the registry held any id past the last
-    /// object read.
+    /// The first id of the missing run that ended the WAL, if the registry held any id past the
+    /// last object read.
     pub ended_at: Option<u64>,
+    /// Ids missing before the last object read: uploads that never landed.
+    pub gaps: Vec<u64>,
 }
 
-/// Reads every WAL object of `ranges` (in order) under `prefix` until the first missing one.
+/// Reads every WAL object of `ranges` (in order) under `prefix`, past missing ones, until more
+/// than [`MAX_INFLIGHT_PUTS`] are missing in a row or the ranges end.
 pub async fn replay(
     storage: &Arc<dyn ObjectStorage>,
     prefix: &str,
@@ -88,14 +95,28 @@ pub async fn replay(
         })
         .buffered(REPLAY_CONCURRENCY);
     let mut replay = Replay::default();
+    // The ids missing since the last object read.
+    let mut missing = Vec::new();
     while let Some((id, key, outcome)) = reads.next().await {
         let Some(object) = outcome? else {
-            replay.ended_at = Some(id);
-            break;
+            missing.push(id);
+            if missing.len() > MAX_INFLIGHT_PUTS {
+                break;
+            }
+            continue;
         };
         let records =
             wal::decode(&object).map_err(|source| ReplayError::Corrupt { key, source })?;
+        replay.gaps.append(&mut missing);
         replay.objects.push(ReplayedObject { id, records });
+    }
+    replay.ended_at = missing.first().copied();
+    if !replay.gaps.is_empty() {
+        tracing::warn!(
+            gaps = ?replay.gaps,
+            "WAL objects missing before the last one: uploads that never landed; each stream is \
+             kept up to its first missing record"
+        );
     }
     Ok(replay)
 }

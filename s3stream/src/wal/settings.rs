@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WalSettings {
-    /// PUTs of WAL objects that may be in flight at once. More slots lower latency under load
-    /// and raise the PUT rate (and the bill). Default 8.
+    /// PUTs of WAL objects that may be in flight at once, 1 to [`MAX_INFLIGHT_PUTS`]. More
+    /// slots lower latency under load and raise the PUT rate (and the bill). Default 8.
     pub max_inflight_puts: usize,
     /// A group is sealed when its records reach this many bytes. Default 8 MiB.
     pub max_object_bytes: usize,
@@ -52,9 +52,20 @@ pub struct WalSettings {
     pub put_hedge_budget: f64,
 }
 
+/// The most WAL PUTs a writer keeps in flight, whatever its settings: so no more than this many
+/// WAL objects can be missing among the ones a writer used, and a replay that finds more than
+/// this many missing in a row has passed the last one used (`replay.rs`).
+pub const MAX_INFLIGHT_PUTS: usize = 32;
+
 impl WalSettings {
-    /// Whether the hedging settings are in range: a quantile and a budget in `[0, 1]`.
-    pub fn validate_hedging(&self) -> Result<(), String> {
+    /// Whether the settings are in range: 1 to [`MAX_INFLIGHT_PUTS`] PUT slots, a hedging
+    /// quantile and budget in `[0, 1]`.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_INFLIGHT_PUTS).contains(&self.max_inflight_puts) {
+            return Err(format!(
+                "engine.wal.max_inflight_puts must be between 1 and {MAX_INFLIGHT_PUTS}"
+            ));
+        }
         if !(0.0..=1.0).contains(&self.put_hedge_quantile) {
             return Err("engine.wal.put_hedge_quantile must be between 0 and 1".to_owned());
         }

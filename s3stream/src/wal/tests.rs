@@ -137,7 +137,7 @@ async fn a_minimum_put_interval_holds_the_open_group_but_not_an_append_after_a_q
 }
 
 #[tokio::test]
-async fn appends_under_load_group_and_are_acknowledged_in_submission_order() {
+async fn appends_under_load_group_and_each_stream_is_acknowledged_in_submission_order() {
     // Slow PUTs and two slots: appends pile up behind them and go out together.
     let slow = Arc::new(LatencyStorage::new(
         memory(),
@@ -176,7 +176,14 @@ async fn appends_under_load_group_and_are_acknowledged_in_submission_order() {
     for rx in receivers {
         outcome(rx).await.unwrap();
     }
-    assert_eq!(*order.lock().unwrap(), (0..500).collect::<Vec<_>>());
+    // Each stream's appends are acknowledged in its submission order.
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order.len(), 500);
+    for stream in 0..10 {
+        let of_stream: Vec<u64> = order.iter().copied().filter(|i| i % 10 == stream).collect();
+        let submitted: Vec<u64> = (0..500).filter(|i| i % 10 == stream).collect();
+        assert_eq!(of_stream, submitted, "stream {stream}");
+    }
     let puts = counting.counts().puts;
     assert!(puts < 50, "500 appends behind slow PUTs took {puts} PUTs");
 
@@ -209,6 +216,96 @@ async fn appends_under_load_group_and_are_acknowledged_in_submission_order() {
     offsets.sort_unstable();
     assert_eq!(offsets, (0..500).collect::<Vec<_>>());
     assert_eq!(replayed.ended_at, Some(puts));
+}
+
+/// An in-memory store whose PUT of one key waits until it is let go.
+#[derive(Debug)]
+struct HeldPut {
+    inner: ObjectStoreBackend,
+    held: String,
+    go: tokio::sync::Semaphore,
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for HeldPut {
+    fn name(&self) -> &str {
+        "held-put"
+    }
+    async fn put(
+        &self,
+        key: &str,
+        data: Bytes,
+    ) -> crate::storage::Result<crate::storage::PutResult> {
+        if key == self.held {
+            let _ = self.go.acquire().await;
+        }
+        self.inner.put(key, data).await
+    }
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        data: Bytes,
+    ) -> crate::storage::Result<crate::storage::PutResult> {
+        self.put(key, data).await
+    }
+    async fn get(&self, key: &str) -> crate::storage::Result<Bytes> {
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, range: Range<u64>) -> crate::storage::Result<Bytes> {
+        self.inner.get_range(key, range).await
+    }
+    async fn head(&self, key: &str) -> crate::storage::Result<crate::storage::ObjectMeta> {
+        self.inner.head(key).await
+    }
+    async fn delete(&self, key: &str) -> crate::storage::Result<()> {
+        self.inner.delete(key).await
+    }
+    async fn delete_many(&self, keys: &[String]) -> crate::storage::Result<()> {
+        self.inner.delete_many(keys).await
+    }
+    async fn list(&self, prefix: &str) -> crate::storage::Result<Vec<crate::storage::ObjectMeta>> {
+        self.inner.list(prefix).await
+    }
+}
+
+#[tokio::test]
+async fn a_slow_put_holds_back_only_the_streams_it_carries() {
+    // The first WAL object's PUT waits; with a second slot, later groups go past it.
+    let storage = Arc::new(HeldPut {
+        inner: ObjectStoreBackend::memory(),
+        held: WalWriter::object_key(PREFIX, 0),
+        go: tokio::sync::Semaphore::new(0),
+    });
+    let wal = writer(
+        storage.clone(),
+        WalSettings {
+            max_inflight_puts: 2,
+            put_hedge_quantile: 0.0,
+            ..WalSettings::default()
+        },
+    );
+    let held = submit(&wal, record(1, 0, 10));
+    // Object 1: stream 2 alone, acknowledged while object 0 is still in flight.
+    outcome(submit(&wal, record(2, 0, 10))).await.unwrap();
+    // Object 2: stream 1's next record, durable but held behind stream 1's first; object 3
+    // (once object 2's slot is free): stream 3's, acknowledged.
+    let mut behind = submit(&wal, record(1, 1, 10));
+    outcome(submit(&wal, record(3, 0, 10))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        behind.try_recv().is_err(),
+        "stream 1's second record was acknowledged before its first was durable"
+    );
+    // The durable point stays at the held object: nothing at or past it is handed to compaction.
+    assert_eq!(wal.with_durable_point(|point| point), 0);
+    assert!(wal.written_below(u64::MAX).is_empty());
+    storage.go.add_permits(1);
+    outcome(held).await.unwrap();
+    outcome(behind).await.unwrap();
+    tokio::time::timeout(TIMEOUT, wal.settle()).await.unwrap();
+    assert_eq!(wal.with_durable_point(|point| point), 4);
+    let written: Vec<u64> = wal.written_below(u64::MAX).iter().map(|o| o.id).collect();
+    assert_eq!(written, vec![0, 1, 2, 3]);
 }
 
 #[tokio::test]
@@ -381,7 +478,7 @@ async fn ids_are_taken_in_order_across_reserved_blocks() {
 }
 
 #[tokio::test]
-async fn replay_stops_at_the_first_missing_object() {
+async fn replay_reads_past_a_missing_object_and_ends_after_more_missing_than_puts_in_flight() {
     let storage = memory();
     let wal = writer(storage.clone(), WalSettings::default());
     for offset in 0..6 {
@@ -391,11 +488,29 @@ async fn replay_stops_at_the_first_missing_object() {
         .delete(&WalWriter::object_key(PREFIX, 3))
         .await
         .unwrap();
+    // As many missing in a row as PUTs may be in flight, then an object: still read. More than
+    // that missing, then an object: past the end of the WAL, not read.
+    let copy = storage
+        .get(&WalWriter::object_key(PREFIX, 5))
+        .await
+        .unwrap();
+    let within = 6 + MAX_INFLIGHT_PUTS as u64;
+    let beyond = within + 1 + MAX_INFLIGHT_PUTS as u64 + 1;
+    for id in [within, beyond] {
+        storage
+            .put(&WalWriter::object_key(PREFIX, id), copy.clone())
+            .await
+            .unwrap();
+    }
     let replayed = replay(&storage, PREFIX, std::slice::from_ref(&(0..1000)))
         .await
         .unwrap();
-    assert_eq!(replayed.objects.len(), 3);
-    assert_eq!(replayed.ended_at, Some(3));
+    let ids: Vec<u64> = replayed.objects.iter().map(|o| o.id).collect();
+    assert_eq!(ids, vec![0, 1, 2, 4, 5, within]);
+    let mut gaps = vec![3];
+    gaps.extend(6..within);
+    assert_eq!(replayed.gaps, gaps);
+    assert_eq!(replayed.ended_at, Some(within + 1));
 }
 
 #[tokio::test]

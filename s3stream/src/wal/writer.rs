@@ -1,5 +1,5 @@
 //! Group commit: everything submitted on the node, across all streams, goes out in WAL objects,
-//! one PUT per group, with acknowledgements released strictly in submission order.
+//! one PUT per group, with each stream's acknowledgements released in its submission order.
 //!
 //! The policy has no timer. A submission joins the *open group*; whenever fewer than
 //! `max_inflight_puts` PUTs are in flight, the open group is sealed and uploaded at once. So an
@@ -17,18 +17,20 @@
 //! spell (no PUT started within the interval) still goes at once in its own PUT, and a full group
 //! is never held back.
 //!
-//! Uploads may finish in any order; their outcomes wait in `done` until every earlier group has
-//! finished, and acknowledgements are called, under the state lock, from the head only. A PUT
-//! that fails is retried with exponential backoff; if it still fails, the writer becomes
-//! *failed*: that group's appends and every later one fail, nothing after it is acknowledged,
-//! and new submissions are refused. Recovery (reopening the engine) replays what did land.
+//! Uploads may finish in any order. A record is acknowledged, under the state lock, once its
+//! group's PUT has succeeded and no earlier group still holds an unacknowledged record of the
+//! same stream: one slow PUT holds back the streams it carries, not every stream of the node
+//! (docs/wal-stream-release.md). A PUT that fails is retried with exponential backoff; if it
+//! still fails, the writer becomes *failed*: that group's appends fail, every acknowledgement
+//! called from then on is a failure, and new submissions are refused. Recovery (reopening the
+//! engine) replays what did land, each stream up to its first missing record.
 //!
 //! In a cluster the writer has an [`AckFence`]: when a PUT's success arrives, the writer reads
 //! the fence's clock, and if the fence does not admit that time (the node's lease may have
 //! expired by then) the group is not acknowledged and the writer fails with
 //! [`WalError::Fenced`] (docs/cluster.md, the acknowledgement rule).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::mem;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,13 +40,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::hedge::{self, Hedger};
+use super::settings::MAX_INFLIGHT_PUTS;
 use super::{WalError, WalIdError, WalSettings};
 use crate::failpoints::{self, Failpoints};
 use crate::format::wal::{self, WalRecord, WalSpan};
 use crate::stages::{AppendStage, StageObserver};
 use crate::storage::ObjectStorage;
 
-/// Called once per submitted record with its outcome, in submission order.
+/// Called once per submitted record with its outcome; a stream's records in submission order.
 pub type Ack = Box<dyn FnOnce(Result<(), WalError>) + Send>;
 
 /// Whether the appends of a PUT may be acknowledged, by when its success arrived: the
@@ -111,6 +114,14 @@ struct PutTimes {
     ended: Instant,
 }
 
+/// A dispatched group: its acknowledgements not yet called, and its upload's outcome once known.
+struct Awaiting {
+    id: u64,
+    /// The acknowledgements not yet called, each with its record's stream, in submission order.
+    acks: Vec<(u64, Ack)>,
+    done: Option<(Result<WrittenObject, WalError>, PutTimes)>,
+}
+
 struct State {
     open: Group,
     sealed: VecDeque<Group>,
@@ -128,10 +139,8 @@ struct State {
     refilling: bool,
     /// One past the last id used: every later WAL object has an id at or above it.
     next_id: u64,
-    /// Acknowledgements of uploaded groups, by WAL object id, in submission order.
-    awaiting: VecDeque<(u64, Vec<Ack>)>,
-    /// Outcomes of finished uploads not yet released.
-    done: HashMap<u64, (Result<WrittenObject, WalError>, PutTimes)>,
+    /// The dispatched groups not yet wholly acknowledged, by WAL object id (increasing).
+    awaiting: VecDeque<Awaiting>,
     failed: Option<Arc<WalError>>,
     shut_down: bool,
     /// WAL objects whose appends were acknowledged, oldest first, until the compactor has
@@ -151,6 +160,8 @@ struct Inner {
     state: Mutex<State>,
     metrics: WalMetrics,
     idle: tokio::sync::Notify,
+    /// Notified whenever the durable point moves.
+    settled: tokio::sync::Notify,
     /// Turns true once, when the writer fails: what a node's health check waits on.
     failed: tokio::sync::watch::Sender<bool>,
 }
@@ -182,7 +193,7 @@ impl WalWriter {
         settings: WalSettings,
     ) -> Self {
         let settings = WalSettings {
-            max_inflight_puts: settings.max_inflight_puts.max(1),
+            max_inflight_puts: settings.max_inflight_puts.clamp(1, MAX_INFLIGHT_PUTS),
             ..settings
         };
         WalWriter {
@@ -207,13 +218,13 @@ impl WalWriter {
                     ids: VecDeque::from([first_ids]),
                     refilling: false,
                     awaiting: VecDeque::new(),
-                    done: HashMap::new(),
                     failed: None,
                     shut_down: false,
                     written: VecDeque::new(),
                 }),
                 metrics: WalMetrics::default(),
                 idle: tokio::sync::Notify::new(),
+                settled: tokio::sync::Notify::new(),
                 failed: tokio::sync::watch::Sender::new(false),
             }),
         }
@@ -251,8 +262,9 @@ impl WalWriter {
         format!("{prefix}{id:016x}")
     }
 
-    /// Submits a record. `ack` is called exactly once, in submission order, when the record is
-    /// durable or has failed. Returns an error (and does not call `ack`) when the writer has
+    /// Submits a record. `ack` is called exactly once, when the record and every record of its
+    /// stream submitted before it are durable, or when it has failed; a stream's acknowledgements
+    /// come in its submission order. Returns an error (and does not call `ack`) when the writer has
     /// failed or is shut down.
     pub fn submit(&self, record: WalRecord, ack: Ack) -> Result<(), WalError> {
         let mut state = self.lock();
@@ -294,12 +306,31 @@ impl WalWriter {
     }
 
     /// Runs `f` with the WAL object id below which every object written by this writer is
-    /// durable and acknowledged, under the lock that orders acknowledgements: no acknowledgement
-    /// runs while `f` does, so what `f` reads of the streams' confirm offsets matches that point.
+    /// durable and all its records acknowledged, under the state lock (no acknowledgement runs
+    /// while `f` does). A stream's confirm offset may be past the point: its records in later
+    /// objects are acknowledged once its own earlier records are durable.
     pub fn with_durable_point<T>(&self, f: impl FnOnce(u64) -> T) -> T {
         let state = self.lock();
-        let point = state.awaiting.front().map_or(state.next_id, |(id, _)| *id);
-        f(point)
+        f(durable_point(&state))
+    }
+
+    /// Waits until every group dispatched so far is durable and acknowledged (or failed), so
+    /// that the durable point has passed each record acknowledged before the call. Unlike
+    /// [`flush`](Self::flush), it does not wait for what is submitted after it.
+    pub async fn settle(&self) {
+        let target = self.lock().next_id;
+        loop {
+            let notified = self.inner.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let state = self.lock();
+                if durable_point(&state) >= target || state.failed.is_some() {
+                    return;
+                }
+            }
+            notified.await;
+        }
     }
 
     /// The acknowledged WAL objects below `point` not yet handed over, oldest first.
@@ -408,7 +439,17 @@ impl WalWriter {
             state.next_id = id + 1;
             state.inflight += 1;
             state.inflight_bytes += bytes;
-            state.awaiting.push_back((id, group.acks));
+            let acks = group
+                .records
+                .iter()
+                .map(|r| r.stream_id)
+                .zip(group.acks)
+                .collect();
+            state.awaiting.push_back(Awaiting {
+                id,
+                acks,
+                done: None,
+            });
             // The PUT's time starts here, so that the stages of an append add up.
             let started = Instant::now();
             state.last_put = Some(started);
@@ -578,7 +619,9 @@ impl WalWriter {
             let mut state = self.lock();
             state.inflight -= 1;
             state.inflight_bytes -= bytes;
-            state.done.insert(id, (outcome, times));
+            if let Ok(at) = state.awaiting.binary_search_by_key(&id, |a| a.id) {
+                state.awaiting[at].done = Some((outcome, times));
+            }
             let released = self.release(&mut state);
             self.dispatch(&mut state);
             if state.inflight == 0 {
@@ -595,48 +638,87 @@ impl WalWriter {
         }
     }
 
-    /// Calls acknowledgements from the head of the queue, in order. Returns each released
-    /// group's PUT times, when it was released and how many appends it held.
+    /// Calls the acknowledgements that may go: of groups whose PUT succeeded, each record whose
+    /// stream has no unacknowledged record in an earlier group; once the writer has failed,
+    /// every acknowledgement of a finished group, as a failure. Then forgets the wholly
+    /// acknowledged groups at the head, in order. Returns, for each group that released
+    /// acknowledgements, its PUT times, when and how many.
     fn release(&self, state: &mut State) -> Vec<(PutTimes, Instant, usize)> {
+        // A failed upload fails the writer at once.
+        let failure = state.awaiting.iter().find_map(|a| match &a.done {
+            Some((Err(error), _)) => Some(error.clone()),
+            _ => None,
+        });
+        if let Some(error) = failure
+            && state.failed.is_none()
+        {
+            self.fail(state, error);
+        }
+        let failed = state.failed.clone();
+        let now = Instant::now();
         let mut released = Vec::new();
-        while let Some(&(id, _)) = state.awaiting.front() {
-            let Some((outcome, times)) = state.done.remove(&id) else {
-                break;
+        let mut acked = 0u64;
+        // Streams with a record not yet acknowledged in an earlier group.
+        let mut held: HashSet<u64> = HashSet::new();
+        for group in &mut state.awaiting {
+            let Some((outcome, times)) = &group.done else {
+                held.extend(group.acks.iter().map(|(stream, _)| *stream));
+                continue;
             };
-            let acks = state
-                .awaiting
-                .pop_front()
-                .map(|(_, a)| a)
-                .unwrap_or_default();
-            if self.inner.stages.is_some() && !acks.is_empty() {
-                released.push((times, Instant::now(), acks.len()));
-            }
-            let outcome = match (&state.failed, outcome) {
-                (Some(cause), _) => Err(WalError::Failed {
-                    cause: cause.clone(),
-                }),
-                (None, outcome) => outcome,
-            };
-            match outcome {
-                Ok(written) => {
-                    state.written.push_back(Arc::new(written));
-                    self.inner
-                        .metrics
-                        .records_acked
-                        .fetch_add(acks.len() as u64, Ordering::Relaxed);
-                    for ack in acks {
-                        ack(Ok(()));
-                    }
-                }
-                Err(error) => {
-                    for ack in acks {
+            let before = group.acks.len();
+            match (outcome, &failed) {
+                (Err(error), _) => {
+                    for (_, ack) in group.acks.drain(..) {
                         ack(Err(error.clone()));
                     }
-                    if state.failed.is_none() {
-                        self.fail(state, error);
+                }
+                (Ok(_), Some(cause)) => {
+                    for (_, ack) in group.acks.drain(..) {
+                        ack(Err(WalError::Failed {
+                            cause: cause.clone(),
+                        }));
                     }
                 }
+                (Ok(_), None) => {
+                    let mut waiting = Vec::new();
+                    for (stream, ack) in group.acks.drain(..) {
+                        if held.contains(&stream) {
+                            waiting.push((stream, ack));
+                        } else {
+                            ack(Ok(()));
+                            acked += 1;
+                        }
+                    }
+                    held.extend(waiting.iter().map(|(stream, _)| *stream));
+                    group.acks = waiting;
+                }
             }
+            let count = before - group.acks.len();
+            if self.inner.stages.is_some() && count > 0 {
+                released.push((*times, now, count));
+            }
+        }
+        self.inner
+            .metrics
+            .records_acked
+            .fetch_add(acked, Ordering::Relaxed);
+        let mut moved = false;
+        while state
+            .awaiting
+            .front()
+            .is_some_and(|a| a.done.is_some() && a.acks.is_empty())
+        {
+            moved = true;
+            if let Some(Awaiting {
+                done: Some((Ok(written), _)),
+                ..
+            }) = state.awaiting.pop_front()
+            {
+                state.written.push_back(Arc::new(written));
+            }
+        }
+        if moved {
+            self.inner.settled.notify_waiters();
         }
         released
     }
@@ -660,7 +742,13 @@ impl WalWriter {
         if state.inflight == 0 {
             self.inner.idle.notify_waiters();
         }
+        self.inner.settled.notify_waiters();
     }
+}
+
+/// The WAL object id below which every object is durable and all its records acknowledged.
+fn durable_point(state: &State) -> u64 {
+    state.awaiting.front().map_or(state.next_id, |a| a.id)
 }
 
 fn take_id(ids: &mut VecDeque<Range<u64>>) -> Option<u64> {

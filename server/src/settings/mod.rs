@@ -237,7 +237,7 @@ impl Settings {
         if self.engine.wal.min_put_interval > std::time::Duration::from_secs(10) {
             return Err("engine.wal.min_put_interval must be at most 10000 ms".to_owned());
         }
-        self.engine.wal.validate_hedging()?;
+        self.engine.wal.validate()?;
         if let Some(chaos) = &self.chaos {
             chaos.validate()?;
         }
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_naming_the_setting() {
         assert_eq!(Settings::default().validate(), Ok(()));
-        let cases: [(&str, &str); 11] = [
+        let cases: [(&str, &str); 13] = [
             ("node_id = \"\"", "node_id"),
             (
                 "[http.body]\nmax_ndjson_bytes = 0",
@@ -322,6 +322,14 @@ mod tests {
             (
                 "[engine.wal]\nput_hedge_budget = -0.5",
                 "engine.wal.put_hedge_budget",
+            ),
+            (
+                "[engine.wal]\nmax_inflight_puts = 0",
+                "engine.wal.max_inflight_puts",
+            ),
+            (
+                "[engine.wal]\nmax_inflight_puts = 33",
+                "engine.wal.max_inflight_puts",
             ),
         ];
         for (toml, setting) in cases {
