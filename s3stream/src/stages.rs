@@ -3,8 +3,9 @@
 //!
 //! An append is admitted under the node's budget of uncompacted bytes ([`AppendStage::Admission`]),
 //! waits in the WAL's open group until a PUT slot takes it ([`AppendStage::WalQueue`]), rides its
-//! group's PUT ([`AppendStage::Put`]), waits for every earlier group to finish so that
-//! acknowledgements stay in submission order ([`AppendStage::Ordering`]), and is finally picked up
+//! group's PUT ([`AppendStage::Put`]), waits for the earlier groups holding records of its stream
+//! to finish so that a stream's acknowledgements stay in its submission order
+//! ([`AppendStage::Ordering`]), and is finally picked up
 //! by the task that awaits it ([`AppendStage::Wake`]). The engine reports each stage of each
 //! append to the [`StageObserver`] its builder was given, if any; what lies before admission
 //! (receiving and parsing a request) and after the wake (answering it) is the front end's.
@@ -23,7 +24,7 @@ pub enum AppendStage {
     /// Encoding the group's WAL object and its PUT, retries included.
     Put,
     /// From the end of the group's PUT until its acknowledgement is released, which waits for
-    /// every earlier group.
+    /// the earlier groups holding records of the same stream.
     Ordering,
     /// From the release of the acknowledgement until the task awaiting the append runs again.
     Wake,
