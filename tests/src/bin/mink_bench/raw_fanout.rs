@@ -10,10 +10,11 @@
 //! loopback TCP on this machine's two cores can reach, the driver's own reading included.
 //!
 //! The server is this binary, started with [`SERVER_ENV`] set; it prints its port on a line
-//! and serves until killed.
+//! and serves until killed, or until its standard input closes (the driver that started it
+//! exited, however it ended).
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -33,6 +34,8 @@ const TRIGGER: &str = "/go/";
 /// The server's process, killed when dropped.
 pub(crate) struct RawFanout {
     child: Child,
+    /// Held open for the server's life: it exits when this closes.
+    _stdin: Option<ChildStdin>,
     /// `http://127.0.0.1:PORT`.
     pub(crate) base: String,
 }
@@ -43,14 +46,16 @@ impl RawFanout {
         let exe = std::env::current_exe().map_err(|e| format!("raw fan-out: {e}"))?;
         let mut child = Command::new(exe)
             .env(SERVER_ENV, "1")
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| format!("raw fan-out: start the server: {e}"))?;
         let stdout = child.stdout.take();
+        let stdin = child.stdin.take();
         let mut server = Self {
             child,
+            _stdin: stdin,
             base: String::new(),
         };
         let stdout = stdout.ok_or("raw fan-out: no stdout")?;
@@ -101,6 +106,12 @@ pub(crate) async fn serve() -> ExitCode {
     reason = "the port is the server's output, read by the driver that started it"
 )]
 async fn run() -> Result<(), Error> {
+    // The driver holds our standard input open while it needs us.
+    std::thread::spawn(|| {
+        let mut byte = [0u8; 1];
+        while std::io::stdin().read(&mut byte).is_ok_and(|n| n > 0) {}
+        std::process::exit(0);
+    });
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| e.to_string())?;
