@@ -1,7 +1,7 @@
 //! The write-ahead log: a sequence of small objects on the WAL bucket, one per group commit.
 //!
-//! - [`writer`]: group commit with several PUTs in flight and acknowledgements released strictly
-//!   in submission order.
+//! - [`writer`]: group commit with several PUTs in flight.
+//! - `release`: which acknowledgements may go, each stream's in its submission order.
 //! - `settings` and `error`: [`WalSettings`], [`WalError`] and [`WalIdError`].
 //! - `hedge`: a PUT still unanswered well past what recent PUTs took is sent a second time.
 //! - [`replay`]: reading a node's WAL back at recovery, through the metadata's WAL registry.
@@ -13,14 +13,16 @@
 
 mod error;
 mod hedge;
+mod release;
 pub mod replay;
 mod settings;
 pub mod writer;
 
 pub use crate::format::wal::{WalFormatError, WalRecord, WalSpan};
 pub use error::{WalError, WalIdError};
+pub use release::{Ack, WrittenObject};
 pub use settings::{MAX_INFLIGHT_PUTS, WalSettings};
-pub use writer::{Ack, AckFence, WalIdSource, WalMetrics, WalWriter, WrittenObject};
+pub use writer::{AckFence, WalIdSource, WalMetrics, WalWriter};
 
 /// The key prefix of `node`'s WAL objects under the WAL root `root` (ending in `/` unless empty).
 pub fn node_prefix(root: &str, node: &str) -> String {

@@ -30,7 +30,7 @@
 //! expired by then) the group is not acknowledged and the writer fails with
 //! [`WalError::Fenced`] (docs/cluster.md, the acknowledgement rule).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::mem;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,15 +40,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::hedge::{self, Hedger};
+use super::release::{Ack, Awaiting, PutTimes, WrittenObject};
 use super::settings::MAX_INFLIGHT_PUTS;
 use super::{WalError, WalIdError, WalSettings};
 use crate::failpoints::{self, Failpoints};
 use crate::format::wal::{self, WalRecord, WalSpan};
 use crate::stages::{AppendStage, StageObserver};
 use crate::storage::ObjectStorage;
-
-/// Called once per submitted record with its outcome; a stream's records in submission order.
-pub type Ack = Box<dyn FnOnce(Result<(), WalError>) + Send>;
 
 /// Whether the appends of a PUT may be acknowledged, by when its success arrived: the
 /// acknowledgement rule of docs/cluster.md, behind the node's lease session.
@@ -85,19 +83,6 @@ pub struct WalMetrics {
     pub records_acked: AtomicU64,
 }
 
-/// A WAL object whose appends were acknowledged: what the compactor needs to commit it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WrittenObject {
-    /// Its id.
-    pub id: u64,
-    /// Its key in the WAL store.
-    pub key: String,
-    /// Its size in bytes.
-    pub size: u64,
-    /// The runs of batches it holds, by stream then epoch then offset.
-    pub spans: Vec<WalSpan>,
-}
-
 #[derive(Default)]
 struct Group {
     records: Vec<WalRecord>,
@@ -105,21 +90,6 @@ struct Group {
     /// When each record was submitted (for [`AppendStage::WalQueue`]).
     submitted: Vec<Instant>,
     bytes: usize,
-}
-
-/// When a group's PUT started and ended (for [`AppendStage::Put`] and [`AppendStage::Ordering`]).
-#[derive(Clone, Copy)]
-struct PutTimes {
-    started: Instant,
-    ended: Instant,
-}
-
-/// A dispatched group: its acknowledgements not yet called, and its upload's outcome once known.
-struct Awaiting {
-    id: u64,
-    /// The acknowledgements not yet called, each with its record's stream, in submission order.
-    acks: Vec<(u64, Ack)>,
-    done: Option<(Result<WrittenObject, WalError>, PutTimes)>,
 }
 
 struct State {
@@ -139,8 +109,8 @@ struct State {
     refilling: bool,
     /// One past the last id used: every later WAL object has an id at or above it.
     next_id: u64,
-    /// The dispatched groups not yet wholly acknowledged, by WAL object id (increasing).
-    awaiting: VecDeque<Awaiting>,
+    /// The dispatched groups not yet wholly acknowledged (`release.rs`).
+    awaiting: Awaiting,
     failed: Option<Arc<WalError>>,
     shut_down: bool,
     /// WAL objects whose appends were acknowledged, oldest first, until the compactor has
@@ -217,7 +187,7 @@ impl WalWriter {
                     next_id: first_ids.start,
                     ids: VecDeque::from([first_ids]),
                     refilling: false,
-                    awaiting: VecDeque::new(),
+                    awaiting: Awaiting::default(),
                     failed: None,
                     shut_down: false,
                     written: VecDeque::new(),
@@ -445,11 +415,7 @@ impl WalWriter {
                 .map(|r| r.stream_id)
                 .zip(group.acks)
                 .collect();
-            state.awaiting.push_back(Awaiting {
-                id,
-                acks,
-                done: None,
-            });
+            state.awaiting.push(id, acks);
             // The PUT's time starts here, so that the stages of an append add up.
             let started = Instant::now();
             state.last_put = Some(started);
@@ -619,9 +585,7 @@ impl WalWriter {
             let mut state = self.lock();
             state.inflight -= 1;
             state.inflight_bytes -= bytes;
-            if let Ok(at) = state.awaiting.binary_search_by_key(&id, |a| a.id) {
-                state.awaiting[at].done = Some((outcome, times));
-            }
+            state.awaiting.finish(id, outcome, times);
             let released = self.release(&mut state);
             self.dispatch(&mut state);
             if state.inflight == 0 {
@@ -638,89 +602,31 @@ impl WalWriter {
         }
     }
 
-    /// Calls the acknowledgements that may go: of groups whose PUT succeeded, each record whose
-    /// stream has no unacknowledged record in an earlier group; once the writer has failed,
-    /// every acknowledgement of a finished group, as a failure. Then forgets the wholly
-    /// acknowledged groups at the head, in order. Returns, for each group that released
-    /// acknowledgements, its PUT times, when and how many.
+    /// Calls the acknowledgements that may go (`release.rs`), failing the writer first if an
+    /// upload failed; hands the wholly acknowledged objects to `written`. Returns, for each group
+    /// that released acknowledgements, its PUT times, when and how many.
     fn release(&self, state: &mut State) -> Vec<(PutTimes, Instant, usize)> {
         // A failed upload fails the writer at once.
-        let failure = state.awaiting.iter().find_map(|a| match &a.done {
-            Some((Err(error), _)) => Some(error.clone()),
-            _ => None,
-        });
-        if let Some(error) = failure
+        if let Some(error) = state.awaiting.failure()
             && state.failed.is_none()
         {
             self.fail(state, error);
         }
         let failed = state.failed.clone();
-        let now = Instant::now();
-        let mut released = Vec::new();
-        let mut acked = 0u64;
-        // Streams with a record not yet acknowledged in an earlier group.
-        let mut held: HashSet<u64> = HashSet::new();
-        for group in &mut state.awaiting {
-            let Some((outcome, times)) = &group.done else {
-                held.extend(group.acks.iter().map(|(stream, _)| *stream));
-                continue;
-            };
-            let before = group.acks.len();
-            match (outcome, &failed) {
-                (Err(error), _) => {
-                    for (_, ack) in group.acks.drain(..) {
-                        ack(Err(error.clone()));
-                    }
-                }
-                (Ok(_), Some(cause)) => {
-                    for (_, ack) in group.acks.drain(..) {
-                        ack(Err(WalError::Failed {
-                            cause: cause.clone(),
-                        }));
-                    }
-                }
-                (Ok(_), None) => {
-                    let mut waiting = Vec::new();
-                    for (stream, ack) in group.acks.drain(..) {
-                        if held.contains(&stream) {
-                            waiting.push((stream, ack));
-                        } else {
-                            ack(Ok(()));
-                            acked += 1;
-                        }
-                    }
-                    held.extend(waiting.iter().map(|(stream, _)| *stream));
-                    group.acks = waiting;
-                }
-            }
-            let count = before - group.acks.len();
-            if self.inner.stages.is_some() && count > 0 {
-                released.push((*times, now, count));
-            }
-        }
+        let released = state
+            .awaiting
+            .release(failed.as_ref(), self.inner.stages.is_some());
         self.inner
             .metrics
             .records_acked
-            .fetch_add(acked, Ordering::Relaxed);
-        let mut moved = false;
-        while state
-            .awaiting
-            .front()
-            .is_some_and(|a| a.done.is_some() && a.acks.is_empty())
-        {
-            moved = true;
-            if let Some(Awaiting {
-                done: Some((Ok(written), _)),
-                ..
-            }) = state.awaiting.pop_front()
-            {
-                state.written.push_back(Arc::new(written));
-            }
-        }
-        if moved {
+            .fetch_add(released.acked, Ordering::Relaxed);
+        state
+            .written
+            .extend(released.written.into_iter().map(Arc::new));
+        if released.moved {
             self.inner.settled.notify_waiters();
         }
-        released
+        released.groups
     }
 
     /// Fails the writer: everything not yet uploaded fails now, everything in flight fails when
@@ -748,7 +654,7 @@ impl WalWriter {
 
 /// The WAL object id below which every object is durable and all its records acknowledged.
 fn durable_point(state: &State) -> u64 {
-    state.awaiting.front().map_or(state.next_id, |a| a.id)
+    state.awaiting.first().unwrap_or(state.next_id)
 }
 
 fn take_id(ids: &mut VecDeque<Range<u64>>) -> Option<u64> {
