@@ -4,12 +4,16 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use mink_metadata::{MemoryKv, MetaKv, Metadata, MetadataOptions};
 use mink_s3stream::failpoints;
-use mink_s3stream::storage::{CountingStorage, FaultyStorage, ObjectStoreBackend};
+use mink_s3stream::storage::{
+    CountingStorage, FaultyStorage, LatencyDistribution, LatencyProfile, LatencyStorage,
+    ObjectStoreBackend,
+};
 use mink_s3stream::{
     CompactionSettings, Engine, EngineSettings, Failpoints, ObjectStorage, ReadBound, Stream,
     StreamError,
@@ -627,6 +631,69 @@ async fn a_closed_stream_moves_to_another_node_with_its_offsets() {
         two.open_stream(id).await.is_err(),
         "a destroyed stream cannot be opened"
     );
+}
+
+#[tokio::test]
+async fn a_stream_closes_while_other_streams_keep_the_wal_busy() {
+    // PUTs of a few milliseconds, and another stream with 16 appends always in flight: the WAL
+    // is never idle until that load stops, which it does only after 30 s or once the close is
+    // over.
+    let world = World::new();
+    let slow: Arc<dyn ObjectStorage> = Arc::new(LatencyStorage::new(
+        world.storage.clone(),
+        LatencyProfile::none().with_put(LatencyDistribution::from_p50_p99(
+            Duration::from_millis(3),
+            Duration::from_millis(12),
+        )),
+        11,
+    ));
+    let engine = world
+        .engine_with("n1", manual(), slow, Arc::new(Failpoints::new()))
+        .await
+        .unwrap();
+    let a = engine.create_stream().await.unwrap().id;
+    let b = engine.create_stream().await.unwrap().id;
+    let (sa, sb) = (
+        engine.open_stream(a).await.unwrap(),
+        engine.open_stream(b).await.unwrap(),
+    );
+    append_n(&sa, 2).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut load = Vec::new();
+    for _ in 0..16 {
+        let (sb, stop) = (sb.clone(), stop.clone());
+        load.push(tokio::spawn(async move {
+            let until = tokio::time::Instant::now() + Duration::from_secs(30);
+            let mut acked = 0u64;
+            while !stop.load(Ordering::Relaxed) && tokio::time::Instant::now() < until {
+                let pending = sb.append(1, payload(0)).await.unwrap();
+                pending.durable().await.unwrap();
+                acked += 1;
+            }
+            acked
+        }));
+    }
+    while sb.offsets().confirm < 200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The close finds an append of its own stream not yet durable, and waits for that one.
+    let last = sa.append(2, payload(4)).await.unwrap();
+    let closed = tokio::time::timeout(Duration::from_secs(10), sa.close()).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = 0;
+    for task in load {
+        acked += task.await.unwrap();
+    }
+    closed
+        .expect("the close waited for the other stream's load to stop")
+        .unwrap();
+    assert_eq!(last.durable().await.unwrap(), 4);
+    assert!(acked >= 200, "the other stream kept appending ({acked})");
+    // The closed stream's batches are all there for the next owner.
+    let two = world.engine("n2", manual()).await;
+    let moved = two.open_stream(a).await.unwrap();
+    assert_eq!(moved.offsets().next, 6);
+    assert_eq!(read_all(&moved, 0).await.len(), 3);
 }
 
 #[tokio::test]

@@ -588,16 +588,21 @@ impl Stream {
     }
 
     /// Waits until every append accepted before `next` is durable (or the WAL failed).
+    ///
+    /// Every offset below `next` was taken by a record the WAL accepted, so the confirm offset
+    /// reaches `next` unless the writer fails. This waits for this stream's records only: under
+    /// load from other streams the WAL is never idle, and a close must not wait for it to be.
     async fn drain(&self, next: u64) -> Result<()> {
+        let mut confirm = self.watch_confirm();
         let writer = &self.engine.wal;
-        loop {
-            if self.state.confirm() >= next {
-                return Ok(());
-            }
-            if let Some(cause) = writer.failure() {
-                return Err(StreamError::Wal(WalError::Failed { cause }));
-            }
-            writer.flush().await;
+        tokio::select! {
+            biased;
+            reached = confirm.wait_for(|c| *c >= next) => match reached {
+                Ok(_) => Ok(()),
+                // The sender lives in the stream's state, which `self` holds.
+                Err(_) => Err(StreamError::Closed { stream_id: self.state.id }),
+            },
+            cause = writer.failed() => Err(StreamError::Wal(WalError::Failed { cause })),
         }
     }
 }
