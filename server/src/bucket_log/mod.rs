@@ -11,6 +11,7 @@
 
 mod registry;
 mod tablet;
+mod tail;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use mink_s3stream::Footprint;
 pub use registry::Logs;
 pub(crate) use registry::OPEN_PARALLELISM;
 pub use tablet::TabletProvider;
+pub use tail::{Tail, TailWatch};
 
 use crate::catalog::TableInfo;
 use crate::error::ApiResult;
@@ -86,6 +88,7 @@ pub struct ReadChunk {
 ///   [`ApiError::OffsetOutOfRange`](crate::error::ApiError::OffsetOutOfRange).
 /// - `wait_past(offset, timeout)` returns the high watermark as soon as it passes `offset`, when
 ///   the log closes, or when the timeout lapses (then it may still be at or below `offset`).
+/// - `watch_tail` waits as `wait_past` does, without a timeout, on what it took once.
 /// - `is_closed` turns true once the log was closed or destroyed; parked readers then stop.
 #[async_trait]
 pub trait BucketLog: Send + Sync + 'static {
@@ -118,6 +121,8 @@ pub trait BucketLog: Send + Sync + 'static {
     fn footprint(&self) -> Footprint;
     /// Waits for the high watermark to pass `offset`.
     async fn wait_past(&self, offset: u64, timeout: Duration) -> u64;
+    /// A lasting wait at the log's tail, for a reader that parks there again and again.
+    fn watch_tail(&self) -> TailWatch;
     /// Whether the log was closed or destroyed.
     fn is_closed(&self) -> bool;
     /// The first offset whose batch has a commit timestamp at or after `timestamp` (ms).

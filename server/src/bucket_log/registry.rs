@@ -254,7 +254,7 @@ mod tests {
     use tokio::sync::watch;
 
     use super::*;
-    use crate::bucket_log::{AppendOutcome, LogOffsets, ReadChunk};
+    use crate::bucket_log::{AppendOutcome, LogOffsets, ReadChunk, TailWatch};
     use crate::catalog::TableSchemas;
 
     /// A log that only knows whether it was closed.
@@ -292,6 +292,13 @@ mod tests {
         }
         async fn wait_past(&self, offset: u64, _: Duration) -> u64 {
             offset
+        }
+        fn watch_tail(&self) -> TailWatch {
+            // A log that never moves: its watermark's sender is gone at once.
+            TailWatch::new(
+                watch::channel(0).1,
+                tokio_util::sync::CancellationToken::new(),
+            )
         }
         fn is_closed(&self) -> bool {
             self.closed.load(Ordering::Acquire)

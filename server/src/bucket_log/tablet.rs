@@ -15,7 +15,9 @@ use mink_s3stream::engine::Engine;
 use mink_tablet::{Columns, ErrorKind, Isolation, Schemas, Tablet, TabletId, TabletSettings};
 use tokio_util::sync::CancellationToken;
 
-use super::{AppendOutcome, BatchOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk};
+use super::{
+    AppendOutcome, BatchOutcome, BucketLog, LogKey, LogOffsets, LogProvider, ReadChunk, TailWatch,
+};
 use crate::catalog::{TableInfo, TableSchemas};
 use crate::cluster::Suspects;
 use crate::error::{ApiError, ApiResult};
@@ -214,6 +216,10 @@ impl BucketLog for TabletLog {
             hw = self.tablet.wait_past(offset, timeout) => hw,
             _ = self.closed.cancelled() => self.tablet.high_watermark(),
         }
+    }
+
+    fn watch_tail(&self) -> TailWatch {
+        TailWatch::new(self.tablet.watch_high_watermark(), self.closed.clone())
     }
 
     fn is_closed(&self) -> bool {

@@ -19,6 +19,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,8 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use bytes::Bytes;
+use tokio::time::Sleep;
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::headers::position_headers;
 use super::parked::ParkedRead;
@@ -34,7 +37,7 @@ use super::shared_renders::{
     BatchEvents, EventsKey, MAX_SHARED_STORED_BYTES, SharedBatch, SharedEvent, SharedEvents,
 };
 use super::sse_frames::{self, HEARTBEAT};
-use crate::bucket_log::BucketLog;
+use crate::bucket_log::{BucketLog, Tail, TailWatch};
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
@@ -54,6 +57,11 @@ struct Feed {
     deadline: Instant,
     /// How long a parked stream waits before it sends a heartbeat comment.
     heartbeat: Duration,
+    /// What a parked stream waits on, taken once: the log's tail, the node's shutdown and the
+    /// heartbeat's timer, which is set again only when it fires (`park`).
+    tail: TailWatch,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    timer: Pin<Box<Sleep>>,
     /// Stored batches read and not yet sent.
     queue: VecDeque<Bytes>,
     /// Where the read that filled `queue` ends.
@@ -108,11 +116,18 @@ pub(crate) fn serve(
     }
     let place = parking.admit()?;
     let http = &core.settings().http;
+    let deadline = Instant::now() + http.sse_recycle;
+    let heartbeat = http.sse_heartbeat_interval();
     let feed = Feed {
         max_bytes: q.max_bytes(http),
         max_render_bytes: http.max_render_bytes,
-        deadline: Instant::now() + http.sse_recycle,
-        heartbeat: http.sse_heartbeat_interval(),
+        deadline,
+        heartbeat,
+        tail: log.watch_tail(),
+        shutdown: Box::pin(core.shutdown_signal().clone().cancelled_owned()),
+        timer: Box::pin(tokio::time::sleep_until(
+            (Instant::now() + heartbeat).min(deadline).into(),
+        )),
         core,
         info,
         log,
@@ -292,7 +307,7 @@ impl Feed {
 
     /// Reads at `next`, queueing the batches; false when at the tail. A stream woken at the tail
     /// first takes the events another stream of the log rendered of the batch at `next`, if one
-    /// did, without reading.
+    /// did, without reading; a stream at the high watermark does not read.
     async fn read(&mut self) -> ApiResult<bool> {
         if self.parked
             && let Some(events) = self.rendered_next()
@@ -302,6 +317,9 @@ impl Feed {
                 .delivered_shared(events.stored_len, events.commit_timestamp);
             self.sending = Some((events, 0));
             return Ok(true);
+        }
+        if self.next >= self.tail.high_watermark() {
+            return Ok(false);
         }
         let chunk = self
             .core
@@ -341,18 +359,37 @@ impl Feed {
 
     /// Waits at the tail until new data is durable, the log closes, the heartbeat or recycle
     /// time comes or the node shuts down; true when new data is durable.
+    ///
+    /// The heartbeat is due one interval after the stream parked. The timer is not set at each
+    /// park: when it fires early (set at an earlier park), it is set to this park's time and the
+    /// wait goes on, so a stream woken at every append of a busy log touches no timer.
     async fn park(&mut self) -> bool {
-        let wait = self
-            .deadline
-            .saturating_duration_since(Instant::now())
-            .min(self.heartbeat);
+        let due = (Instant::now() + self.heartbeat).min(self.deadline);
+        if self.timer.is_elapsed() {
+            self.timer.as_mut().reset(due.into());
+        }
         let _parked = self.core.metrics().park();
-        let arrived = tokio::select! {
-            high_watermark = self.log.wait_past(self.next, wait) => high_watermark > self.next,
-            _ = self.core.shutdown_signal().cancelled() => false,
+        let arrived = loop {
+            tokio::select! {
+                biased;
+                tail = self.tail.wait_past(self.next) => break match tail {
+                    Tail::Past(high_watermark) => high_watermark > self.next,
+                    Tail::Closed => {
+                        self.done = true;
+                        false
+                    }
+                },
+                () = self.shutdown.as_mut() => break false,
+                () = self.timer.as_mut() => {
+                    if Instant::now() >= due {
+                        break false;
+                    }
+                    self.timer.as_mut().reset(due.into());
+                }
+            }
         };
         self.parked = true;
-        if self.log.is_closed() {
+        if !arrived && self.log.is_closed() {
             self.done = true;
         }
         arrived

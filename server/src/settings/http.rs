@@ -9,6 +9,9 @@ use super::body_limits::BodyLimits;
 use super::cors::CorsSettings;
 use super::tls::TlsSettings;
 
+/// The longest wait a setting of reads may name: a day.
+const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
 /// HTTP limits and timings. Durations are whole milliseconds in files (the `_ms` keys).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -139,6 +142,12 @@ impl HttpSettings {
         ];
         if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
             return Err(format!("{name} must be at least 1"));
+        }
+        if let Some((name, _)) = durations.iter().find(|(_, d)| *d > MAX_WAIT) {
+            return Err(format!(
+                "{name} must be at most {} (a day)",
+                MAX_WAIT.as_millis()
+            ));
         }
         if self.long_poll_timeout > self.max_long_poll_timeout {
             return Err(

@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_naming_the_setting() {
         assert_eq!(Settings::default().validate(), Ok(()));
-        let cases: [(&str, &str); 13] = [
+        let cases: [(&str, &str); 14] = [
             ("node_id = \"\"", "node_id"),
             (
                 "[http.body]\nmax_ndjson_bytes = 0",
@@ -304,6 +304,10 @@ mod tests {
             ),
             ("[http]\ndefault_read_bytes = 0", "http.default_read_bytes"),
             ("[http]\nsse_recycle_ms = 0", "http.sse_recycle_ms"),
+            (
+                "[http]\nsse_heartbeat_ms = 18446744073709551615",
+                "http.sse_heartbeat_ms",
+            ),
             ("[chaos]\nput_failure_rate = 1.5", "chaos.put_failure_rate"),
             ("[limits]\nmax_columns = 0", "limits.max_columns"),
             (
