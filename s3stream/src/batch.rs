@@ -22,3 +22,23 @@ impl StreamBatch {
         self.base_offset + u64::from(self.count)
     }
 }
+
+/// A batch on its way into a committed object, with its payload's CRC32C when the write path
+/// already knows it (the log cache keeps the one the appender derived from the checks it made
+/// on arrival), so that the object's block CRC is extended over the payload without reading it
+/// again; `None` when it must be computed (batches recovered or read back from objects).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KnownBatch {
+    pub(crate) batch: StreamBatch,
+    pub(crate) payload_crc: Option<u32>,
+}
+
+impl KnownBatch {
+    /// A batch whose payload's CRC is not known.
+    pub(crate) fn unknown(batch: StreamBatch) -> Self {
+        Self {
+            batch,
+            payload_crc: None,
+        }
+    }
+}

@@ -15,8 +15,8 @@ use mink_s3stream::storage::{
     ObjectStoreBackend,
 };
 use mink_s3stream::{
-    CompactionSettings, Engine, EngineSettings, Failpoints, ObjectStorage, ReadBound, Stream,
-    StreamError,
+    Build, CompactionSettings, Engine, EngineSettings, Failpoints, ObjectStorage, ReadBound,
+    Stream, StreamError,
 };
 
 mod common;
@@ -86,6 +86,68 @@ fn no_tail_cache() -> EngineSettings {
     let mut settings = manual();
     settings.cache.tail.capacity_bytes = 0;
     settings
+}
+
+/// Appends `payload` as one batch of one offset with the CRC the appender claims for it, and
+/// waits until it is durable.
+async fn append_with_crc(stream: &Stream, payload: Bytes, crc: Option<u32>) {
+    let mut permit = Some(stream.reserve(payload.len()).await.unwrap());
+    let mut payload = Some(payload);
+    let pending = stream
+        .submit_with(&mut permit, &mut |_| match payload.take() {
+            Some(payload) => Build::Append {
+                count: 1,
+                payload,
+                crc,
+            },
+            None => Build::Nothing,
+        })
+        .unwrap()
+        .expect("the builder appends");
+    tokio::time::timeout(WAIT, pending.durable())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// A compaction round covers a large payload with the CRC its appender gave (the one the WAL
+/// used), not by reading the payload again: the right CRC reads back from the committed object,
+/// and a wrong one fails that object's block check, which it could not if the compactor had
+/// computed the CRC afresh.
+#[tokio::test]
+async fn a_compaction_round_covers_payloads_with_the_crc_their_appender_gave() {
+    let world = World::new();
+    let mut settings = no_tail_cache();
+    // Rewrite every WAL object from the log cache rather than commit it as it is.
+    settings.compaction.adopt_wal_object_bytes = u64::MAX;
+    let engine = world.engine("n1", settings).await;
+    let right = engine
+        .open_stream(engine.create_stream().await.unwrap().id)
+        .await
+        .unwrap();
+    let wrong = engine
+        .open_stream(engine.create_stream().await.unwrap().id)
+        .await
+        .unwrap();
+    let body = Bytes::from(
+        (0..64u32 << 10)
+            .map(|i| (i % 251) as u8)
+            .collect::<Vec<u8>>(),
+    );
+    let crc = crc32c::crc32c(&body);
+    append_with_crc(&right, body.clone(), Some(crc)).await;
+    append_with_crc(&wrong, body.clone(), Some(crc ^ 1)).await;
+    // Before compaction both are served from the log cache, whatever the CRC.
+    assert_eq!(read_all(&wrong, 0).await, vec![(0, body.clone())]);
+
+    engine.compact_now().await.unwrap();
+    assert_eq!(engine.uncompacted_bytes(), 0);
+    assert_eq!(read_all(&right, 0).await, vec![(0, body)]);
+    let read = wrong.fetch(0, 1, 1 << 20, ReadBound::Confirmed).await;
+    assert!(
+        matches!(read, Err(StreamError::CorruptObject { .. })),
+        "a block covered with a wrong CRC fails its check: {read:?}"
+    );
 }
 
 #[tokio::test]

@@ -11,11 +11,13 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::batch::StreamBatch;
+use crate::batch::{KnownBatch, StreamBatch};
 
 struct Entry {
     count: u32,
     payload: Bytes,
+    /// The payload's CRC32C when the appender knew it (see [`KnownBatch`]).
+    payload_crc: Option<u32>,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -28,15 +30,21 @@ pub(crate) struct LogCache {
 }
 
 impl LogCache {
-    /// Adds a batch at the end. The caller (the stream, under its sequencing lock) guarantees
-    /// contiguity.
-    pub(crate) fn push(&mut self, batch: StreamBatch, permit: Option<OwnedSemaphorePermit>) {
+    /// Adds a batch at the end, with its payload's CRC32C when the appender knows it. The caller
+    /// (the stream, under its sequencing lock) guarantees contiguity.
+    pub(crate) fn push(
+        &mut self,
+        batch: StreamBatch,
+        payload_crc: Option<u32>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) {
         self.bytes += batch.payload.len() as u64;
         let replaced = self.entries.insert(
             batch.base_offset,
             Entry {
                 count: batch.count,
                 payload: batch.payload,
+                payload_crc,
                 _permit: permit,
             },
         );
@@ -76,15 +84,19 @@ impl LogCache {
         Some(out)
     }
 
-    /// Every batch starting at or after `from` whose end is at most `to`, for the compactor.
-    pub(crate) fn between(&self, from: u64, to: u64) -> Vec<StreamBatch> {
+    /// Every batch starting at or after `from` whose end is at most `to`, with the CRCs known of
+    /// them, for the compactor.
+    pub(crate) fn between(&self, from: u64, to: u64) -> Vec<KnownBatch> {
         self.entries
             .range(from..)
             .take_while(|(base, entry)| **base + u64::from(entry.count) <= to)
-            .map(|(&base, entry)| StreamBatch {
-                base_offset: base,
-                count: entry.count,
-                payload: entry.payload.clone(),
+            .map(|(&base, entry)| KnownBatch {
+                batch: StreamBatch {
+                    base_offset: base,
+                    count: entry.count,
+                    payload: entry.payload.clone(),
+                },
+                payload_crc: entry.payload_crc,
             })
             .collect()
     }
@@ -123,9 +135,9 @@ mod tests {
 
     fn filled() -> LogCache {
         let mut cache = LogCache::default();
-        cache.push(batch(10, 5, 100), None);
-        cache.push(batch(15, 1, 100), None);
-        cache.push(batch(16, 4, 100), None);
+        cache.push(batch(10, 5, 100), None, None);
+        cache.push(batch(15, 1, 100), None, None);
+        cache.push(batch(16, 4, 100), None, None);
         cache
     }
 
@@ -151,11 +163,25 @@ mod tests {
     }
 
     #[test]
+    fn the_compactor_gets_each_batch_with_the_crc_it_was_pushed_with() {
+        let mut cache = LogCache::default();
+        cache.push(batch(0, 2, 100), Some(7), None);
+        cache.push(batch(2, 2, 100), None, None);
+        let got = cache.between(0, 4);
+        assert_eq!(
+            got.iter()
+                .map(|b| (b.batch.clone(), b.payload_crc))
+                .collect::<Vec<_>>(),
+            [(batch(0, 2, 100), Some(7)), (batch(2, 2, 100), None)]
+        );
+    }
+
+    #[test]
     fn removal_drops_exactly_what_it_names() {
         let mut cache = filled();
         let held = |cache: &LogCache| -> Vec<u64> {
             let all = cache.between(0, u64::MAX);
-            all.iter().map(|b| b.base_offset).collect()
+            all.iter().map(|b| b.batch.base_offset).collect()
         };
         assert_eq!(cache.between(0, 16).len(), 2);
         assert_eq!(cache.between(15, 16).len(), 1);

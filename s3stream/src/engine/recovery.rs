@@ -149,11 +149,7 @@ fn keep(
             metrics
                 .recovered_batches
                 .fetch_add(batches.len() as u64, Ordering::Relaxed);
-            parts.push(Part {
-                stream_id,
-                epoch: stream.epoch,
-                batches,
-            });
+            parts.push(Part::unknown(stream_id, stream.epoch, batches));
         }
     }
     parts

@@ -362,6 +362,7 @@ impl Stream {
                 count,
                 payload: payload.clone(),
             },
+            payload_crc,
             held,
         );
         let (tx, rx) = oneshot::channel();

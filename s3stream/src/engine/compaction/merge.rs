@@ -65,11 +65,7 @@ pub(super) async fn merge_stream_objects(
         // Trimmed or replaced under us: try again next round.
         return Ok(());
     }
-    let part = Part {
-        stream_id: stream.id,
-        epoch: stream.epoch,
-        batches,
-    };
+    let part = Part::unknown(stream.id, stream.epoch, batches);
     let context = engine.commit_context();
     let written = write_all(&context, vec![(ObjectKind::Stream, vec![&part])]).await?;
     let replaced: Vec<ObjectRecord> = best.iter().map(|c| (*c.object).clone()).collect();

@@ -109,11 +109,7 @@ pub(super) async fn regroup(engine: &EngineShared) -> Result<Vec<ObjectRecord>> 
         batches.sort_by_key(|b| b.base_offset);
         let total: u64 = batches.iter().map(|b| b.payload.len() as u64).sum();
         for (n, run) in runs(batches).into_iter().enumerate() {
-            let part = Part {
-                stream_id,
-                epoch: 0,
-                batches: run,
-            };
+            let part = Part::unknown(stream_id, 0, run);
             if total >= settings.stream_object_bytes {
                 own.push(part);
             } else {

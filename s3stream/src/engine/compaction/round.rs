@@ -29,7 +29,6 @@ use mink_metadata::{CommitRequest, ObjectKind, ObjectRecord, WalCompacted};
 
 use super::plan::plan_round;
 use super::writer::{Part, commit, delete_wal_objects, write_objects};
-use crate::batch::StreamBatch;
 use crate::engine::lock::lock;
 use crate::engine::open_stream::OpenStream;
 use crate::engine::shared::EngineShared;
@@ -247,8 +246,8 @@ fn part_of(
         message: "planned for compaction but not open".to_owned(),
     })?;
     let batches = lock(&stream.log).between(range.start, range.end);
-    if batches.first().map(|b| b.base_offset) != Some(range.start)
-        || batches.last().map(StreamBatch::end_offset) != Some(range.end)
+    if batches.first().map(|b| b.batch.base_offset) != Some(range.start)
+        || batches.last().map(|b| b.batch.end_offset()) != Some(range.end)
     {
         return Err(StreamError::Inconsistent {
             stream_id: id,

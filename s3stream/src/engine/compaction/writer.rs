@@ -17,7 +17,7 @@ use std::time::Duration;
 use mink_metadata::{CommitRequest, Metadata, ObjectKind, ObjectRecord, WalCompacted};
 use mink_runtime::{Backoff, Retryable};
 
-use crate::batch::StreamBatch;
+use crate::batch::{KnownBatch, StreamBatch};
 use crate::engine::metrics::EngineMetrics;
 use crate::engine::settings::EngineSettings;
 use crate::error::{Result, StreamError};
@@ -31,16 +31,29 @@ use crate::wal::WalWriter;
 pub(crate) struct Part {
     pub(crate) stream_id: u64,
     pub(crate) epoch: u64,
-    pub(crate) batches: Vec<StreamBatch>,
+    pub(crate) batches: Vec<KnownBatch>,
 }
 
 impl Part {
+    /// A part of batches whose payloads' CRCs are not known (recovered, or read back from
+    /// objects).
+    pub(crate) fn unknown(stream_id: u64, epoch: u64, batches: Vec<StreamBatch>) -> Self {
+        Self {
+            stream_id,
+            epoch,
+            batches: batches.into_iter().map(KnownBatch::unknown).collect(),
+        }
+    }
+
     pub(crate) fn bytes(&self) -> u64 {
-        self.batches.iter().map(|b| b.payload.len() as u64).sum()
+        self.batches
+            .iter()
+            .map(|b| b.batch.payload.len() as u64)
+            .sum()
     }
 
     fn end(&self) -> Option<u64> {
-        self.batches.last().map(StreamBatch::end_offset)
+        self.batches.last().map(|b| b.batch.end_offset())
     }
 }
 
@@ -158,16 +171,16 @@ fn cut(parts: &[&Part], cap: usize) -> Vec<Vec<Part>> {
     for part in parts {
         let mut rest = part.batches.as_slice();
         while let Some(first) = rest.first() {
-            if bytes > 0 && bytes + first.payload.len() > cap {
+            if bytes > 0 && bytes + first.batch.payload.len() > cap {
                 objects.push(std::mem::take(&mut current));
                 bytes = 0;
             }
             let mut take = 0;
             for batch in rest {
-                if take > 0 && bytes + batch.payload.len() > cap {
+                if take > 0 && bytes + batch.batch.payload.len() > cap {
                     break;
                 }
-                bytes += batch.payload.len();
+                bytes += batch.batch.payload.len();
                 take += 1;
             }
             let (now, later) = rest.split_at(take);

@@ -7,7 +7,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use mink_metadata::StreamRange;
 
 use super::{BLOCK_HEADER_LEN, BlockEntry, FRAME_HEADER_LEN, OBJECT_MAGIC, OBJECT_VERSION, spans};
-use crate::batch::StreamBatch;
+use crate::batch::{KnownBatch, StreamBatch};
 use crate::format::crc;
 
 /// Payloads of at least this many bytes whose CRC is known extend their block's CRC by
@@ -52,6 +52,24 @@ impl FramedBatch for StreamBatch {
     }
     fn shared_payload(&self) -> Option<Bytes> {
         Some(self.payload.clone())
+    }
+}
+
+impl FramedBatch for KnownBatch {
+    fn base_offset(&self) -> u64 {
+        self.batch.base_offset
+    }
+    fn count(&self) -> u32 {
+        self.batch.count
+    }
+    fn payload(&self) -> &[u8] {
+        &self.batch.payload
+    }
+    fn shared_payload(&self) -> Option<Bytes> {
+        Some(self.batch.payload.clone())
+    }
+    fn payload_crc(&self) -> Option<u32> {
+        self.payload_crc
     }
 }
 
