@@ -68,9 +68,12 @@ impl Inner {
         }
         let waited = !missing.is_empty();
         if waited {
+            let claimed = self.claim(object_id, object_size, &missing, loader, None);
+            // Counted once the reader has joined or started the pages' loads: a miss the metrics
+            // show is one those loads answer (a test that waits for the misses of its readers
+            // before it lets a load end relies on it).
             add(&self.counters.block_misses, missing.len() as u64);
-            for (page_index, pending) in self.claim(object_id, object_size, &missing, loader, None)
-            {
+            for (page_index, pending) in claimed {
                 let bytes = match pending {
                     Pending::Ready(bytes) => bytes,
                     Pending::Loading(rx) => Self::wait(object_id, page_index, rx).await?,
