@@ -3,10 +3,12 @@
 //!
 //! Opens of different logs run side by side, `node.max_concurrent_opens` at a time (an open replays
 //! the log and writes metadata: a table's first appends to a thousand buckets must not queue
-//! behind one another); two opens of one log are one. Drops, releases and the shutdown wait for
-//! the opens in flight and keep new ones out while they run.
+//! behind one another); two opens of one log are one. Releases and the shutdown wait for the
+//! opens in flight and keep new ones out while they run. A drop waits for the opens in flight,
+//! marks its incarnation so that none of its logs opens again, and destroys its logs many at once
+//! while the other tables' logs go on opening.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,8 +26,11 @@ pub struct Logs {
     provider: Arc<dyn LogProvider>,
     /// Open logs; read on every request, so a plain read lock.
     open: parking_lot::RwLock<HashMap<LogKey, Arc<dyn BucketLog>>>,
-    /// Opens hold it shared; drops, releases and the shutdown exclusively.
+    /// Opens hold it shared; drops (while they mark their incarnation), releases and the
+    /// shutdown exclusively.
     changes: RwLock<()>,
+    /// The incarnations (table, incarnation) whose logs a drop is destroying: none opens.
+    dropping: parking_lot::Mutex<HashSet<(String, u64)>>,
     /// One lock per log being opened, so that concurrent first uses open it once.
     opening: parking_lot::Mutex<HashMap<LogKey, Arc<Mutex<()>>>>,
     /// Bounds the opens in flight.
@@ -48,6 +53,7 @@ impl Logs {
             provider,
             open: parking_lot::RwLock::new(HashMap::new()),
             changes: RwLock::new(()),
+            dropping: parking_lot::Mutex::new(HashSet::new()),
             opening: parking_lot::Mutex::new(HashMap::new()),
             open_slots: Semaphore::new(OPEN_PARALLELISM),
             closing: std::sync::atomic::AtomicBool::new(false),
@@ -85,6 +91,15 @@ impl Logs {
         let _changing = self.changes.read().await;
         if self.closing.load(std::sync::atomic::Ordering::Acquire) {
             return Err(ApiError::ShuttingDown);
+        }
+        if self
+            .dropping
+            .lock()
+            .contains(&(key.table.clone(), key.incarnation))
+        {
+            return Err(ApiError::TableNotFound {
+                table: key.table.clone(),
+            });
         }
         let this_key = Arc::clone(
             self.opening
@@ -138,28 +153,55 @@ impl Logs {
         Ok(log)
     }
 
-    /// Destroys every bucket log of the (dropped) table `table`'s incarnation, open or not.
-    /// Safe to repeat after a partial run. Under the lock that opens take, so an open of the
-    /// same incarnation either finished before (and its log is destroyed here) or comes after
-    /// and finds the table record gone.
+    /// Destroys every bucket log of the (dropped) table `table`'s incarnation, open or not,
+    /// [`DESTROY_PARALLELISM`] at a time; returns the first error (every log is tried). Safe to
+    /// repeat after a partial run.
+    ///
+    /// Under the exclusive lock only while it marks the incarnation and takes its open logs out:
+    /// an open of the same incarnation either finished before (and its log is destroyed here) or
+    /// comes after and is refused, so opens of other tables wait for nothing but the opens in
+    /// flight.
     pub async fn destroy_table(&self, table: &TableRecord) -> ApiResult<()> {
-        let _changing = self.changes.write().await;
-        for partition in &table.partitions {
-            for bucket in 0..table.bucket_count {
-                let key = LogKey {
-                    table: table.name.clone(),
-                    partition: partition.clone(),
-                    bucket,
-                    incarnation: table.incarnation,
-                };
-                let open = self.open.write().remove(&key);
-                match open {
-                    Some(log) => log.destroy().await?,
-                    None => self.provider.destroy_closed(&key).await?,
-                }
-            }
-        }
-        Ok(())
+        let marked = (table.name.clone(), table.incarnation);
+        let logs: Vec<(LogKey, Option<Arc<dyn BucketLog>>)> = {
+            let _changing = self.changes.write().await;
+            self.dropping.lock().insert(marked.clone());
+            let mut open = self.open.write();
+            table
+                .partitions
+                .iter()
+                .flat_map(|partition| {
+                    (0..table.bucket_count).map(move |bucket| LogKey {
+                        table: table.name.clone(),
+                        partition: partition.clone(),
+                        bucket,
+                        incarnation: table.incarnation,
+                    })
+                })
+                .map(|key| {
+                    let log = open.remove(&key);
+                    (key, log)
+                })
+                .collect()
+        };
+        let destroys = logs
+            .into_iter()
+            .map(|(key, log)| -> Job {
+                let provider = Arc::clone(&self.provider);
+                Box::pin(async move {
+                    let destroyed = match log {
+                        Some(log) => log.destroy().await,
+                        None => provider.destroy_closed(&key).await,
+                    };
+                    (key, destroyed)
+                })
+            })
+            .collect();
+        let (_, destroyed) = run_bounded(destroys, DESTROY_PARALLELISM, "destroying").await;
+        // Every log of the incarnation is destroyed or failed: a run that failed is repeated by
+        // the cleanup pass, and an open that comes now finds the table record gone.
+        self.dropping.lock().remove(&marked);
+        destroyed
     }
 
     /// Refuses new opens and closes every open log (writer snapshots, streams closed),
@@ -207,40 +249,55 @@ pub(crate) const OPEN_PARALLELISM: usize = 256;
 /// and writes a snapshot, so thousands of them one after another would outlast a grace period.
 const CLOSE_PARALLELISM: usize = 64;
 
+/// Logs destroyed at once by a drop: each deletes its stream's metadata and manifest and its
+/// writer snapshot, so a table of thousands of buckets destroyed one after another took tens of
+/// seconds on a store with S3's latencies.
+const DESTROY_PARALLELISM: usize = 64;
+
+/// The work on one log, boxed before it goes into a stream: a stream over the logs themselves
+/// defeats the compiler's proof that the task running it is `Send`.
+type Job =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (LogKey, ApiResult<()>)> + Send + 'static>>;
+
 /// Closes `logs`, [`CLOSE_PARALLELISM`] at a time; returns the keys closed and the first error
 /// (every log is tried).
 async fn close_logs(logs: Vec<(LogKey, Arc<dyn BucketLog>)>) -> (Vec<LogKey>, ApiResult<()>) {
-    use futures::StreamExt;
-    // Boxed before they go into the stream: a stream over the logs themselves defeats the
-    // compiler's proof that the task running it is `Send`.
-    type Close = std::pin::Pin<
-        Box<dyn std::future::Future<Output = (LogKey, ApiResult<()>)> + Send + 'static>,
-    >;
-    let closes: Vec<Close> = logs
+    let closes = logs
         .into_iter()
-        .map(|(key, log)| -> Close {
+        .map(|(key, log)| -> Job {
             Box::pin(async move {
                 let closed = log.close().await;
                 (key, closed)
             })
         })
         .collect();
-    let outcomes: Vec<(LogKey, ApiResult<()>)> = futures::stream::iter(closes)
-        .buffer_unordered(CLOSE_PARALLELISM)
+    run_bounded(closes, CLOSE_PARALLELISM, "closing").await
+}
+
+/// Runs `jobs`, `parallelism` at a time; returns the keys whose job succeeded and the first
+/// error, each failure logged as `doing` its log.
+async fn run_bounded(
+    jobs: Vec<Job>,
+    parallelism: usize,
+    doing: &'static str,
+) -> (Vec<LogKey>, ApiResult<()>) {
+    use futures::StreamExt;
+    let outcomes: Vec<(LogKey, ApiResult<()>)> = futures::stream::iter(jobs)
+        .buffer_unordered(parallelism)
         .collect()
         .await;
-    let mut closed = Vec::with_capacity(outcomes.len());
+    let mut done = Vec::with_capacity(outcomes.len());
     let mut first_error = None;
     for (key, outcome) in outcomes {
         match outcome {
-            Ok(()) => closed.push(key),
+            Ok(()) => done.push(key),
             Err(e) => {
-                tracing::warn!(log = %key, error = %e, "closing a log failed");
+                tracing::warn!(log = %key, error = %e, "{doing} a log failed");
                 first_error.get_or_insert(e);
             }
         }
     }
-    (closed, first_error.map_or(Ok(()), Err))
+    (done, first_error.map_or(Ok(()), Err))
 }
 
 #[cfg(test)]
@@ -345,30 +402,110 @@ mod tests {
         }
     }
 
+    /// Opens at once; destroys of closed logs that each wait for `gate` to open, counting how
+    /// many wait at once.
+    struct Gated {
+        gate: watch::Sender<bool>,
+        destroying: watch::Sender<usize>,
+        most: AtomicUsize,
+        destroyed: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl LogProvider for Gated {
+        async fn open(&self, _: &LogKey, _: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>> {
+            Ok(Arc::new(Quiet::default()))
+        }
+        async fn destroy_closed(&self, _: &LogKey) -> ApiResult<()> {
+            self.destroying.send_modify(|n| *n += 1);
+            self.most
+                .fetch_max(*self.destroying.borrow(), Ordering::AcqRel);
+            let _ = self.gate.subscribe().wait_for(|open| *open).await;
+            self.destroying.send_modify(|n| *n -= 1);
+            self.destroyed.fetch_add(1, Ordering::AcqRel);
+            Ok(())
+        }
+    }
+
+    fn record(name: &str, bucket_count: u32) -> TableRecord {
+        TableRecord {
+            name: name.to_owned(),
+            schemas: Default::default(),
+            bucket_count,
+            partitions: vec![String::new()],
+            incarnation: 1,
+            retention: None,
+            kafka_key: None,
+            stream: None,
+            compression: None,
+        }
+    }
+
     fn table() -> Arc<TableInfo> {
         Arc::new(TableInfo {
-            record: parking_lot::RwLock::new(TableRecord {
-                name: "t".to_owned(),
-                schemas: Default::default(),
-                bucket_count: 8,
-                partitions: vec![String::new()],
-                incarnation: 1,
-                retention: None,
-                kafka_key: None,
-                stream: None,
-                compression: None,
-            }),
+            record: parking_lot::RwLock::new(record("t", 8)),
             schemas: Arc::new(TableSchemas::default()),
         })
     }
 
     fn key(bucket: u32) -> LogKey {
+        key_of("t", bucket)
+    }
+
+    fn key_of(table: &str, bucket: u32) -> LogKey {
         LogKey {
-            table: "t".to_owned(),
+            table: table.to_owned(),
             partition: String::new(),
             bucket,
             incarnation: 1,
         }
+    }
+
+    #[tokio::test]
+    async fn a_drop_destroys_its_logs_side_by_side_while_other_tables_open() {
+        let provider = Arc::new(Gated {
+            gate: watch::Sender::new(false),
+            destroying: watch::Sender::new(0),
+            most: AtomicUsize::new(0),
+            destroyed: AtomicUsize::new(0),
+        });
+        let logs = Arc::new(Logs::new(provider.clone()));
+        let opened = logs.get(&key(0), &table()).await.unwrap();
+        let dropped = record("t", 200);
+        let drop = tokio::spawn({
+            let logs = logs.clone();
+            async move { logs.destroy_table(&dropped).await }
+        });
+        // One destroy at a time would leave this waiting: the others queue behind the gate.
+        let mut destroying = provider.destroying.subscribe();
+        let all_at_once = tokio::time::timeout(
+            Duration::from_secs(20),
+            destroying.wait_for(|n| *n == DESTROY_PARALLELISM),
+        )
+        .await
+        .is_ok();
+        assert!(all_at_once, "the drop destroyed its logs one at a time");
+        // Meanwhile another table's log opens, and the dropped incarnation's does not.
+        let other = Arc::new(TableInfo {
+            record: parking_lot::RwLock::new(record("u", 1)),
+            schemas: Arc::new(TableSchemas::default()),
+        });
+        let open = tokio::time::timeout(Duration::from_secs(20), logs.get(&key_of("u", 0), &other))
+            .await
+            .expect("an open of another table waited for the drop");
+        assert!(open.is_ok());
+        let refused = logs.get(&key(7), &table()).await.err();
+        assert!(
+            matches!(refused, Some(ApiError::TableNotFound { .. })),
+            "{refused:?}"
+        );
+        provider.gate.send_replace(true);
+        drop.await.unwrap().unwrap();
+        assert!(opened.is_closed(), "the open log was destroyed");
+        assert_eq!(provider.destroyed.load(Ordering::Acquire), 199);
+        assert_eq!(provider.most.load(Ordering::Acquire), DESTROY_PARALLELISM);
+        assert_eq!(logs.open_count(), 1, "only the other table's log is open");
+        assert!(logs.dropping.lock().is_empty());
     }
 
     #[tokio::test]
