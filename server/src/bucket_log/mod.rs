@@ -23,7 +23,7 @@ use mink_s3stream::Footprint;
 pub use registry::Logs;
 pub(crate) use registry::OPEN_PARALLELISM;
 pub use tablet::TabletProvider;
-pub use tail::{Tail, TailWatch};
+pub use tail::{Tail, TailPark, TailWatch, Woken};
 
 use crate::catalog::TableInfo;
 use crate::error::ApiResult;

@@ -5,11 +5,14 @@
 //! call: a receiver of the high watermark, a registration with the log's closing and a timer. A
 //! stream woken at every append of a busy log paid for all three at every event. A `TailWatch`
 //! takes the receiver and the closing once, when the stream starts, and waits on them each time
-//! without a timeout: the stream keeps its own timer for heartbeats.
+//! without a timeout. A [`TailPark`] adds what every lasting reader (the SSE streams, a live
+//! Flight DoGet) waits on beside it: the node's shutdown and one heartbeat timer, also taken once.
 
 use std::pin::Pin;
+use std::time::Instant;
 
 use tokio::sync::watch;
+use tokio::time::Sleep;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// Why [`TailWatch::wait_past`] returned.
@@ -55,6 +58,73 @@ impl TailWatch {
     }
 }
 
+/// Why [`TailPark::park`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    /// The high watermark passed the offset: this is the high watermark.
+    Past(u64),
+    /// The log was closed or destroyed.
+    Closed,
+    /// The time given came first (a heartbeat is due).
+    Due,
+    /// The node is shutting down.
+    Shutdown,
+}
+
+/// A reader's lasting park at the tail of one log: the log's [`TailWatch`], the node's shutdown
+/// and one timer, taken once when the reader starts.
+///
+/// The timer is not set at each park: when it fires before this park's time (it was set at an
+/// earlier park), it is set to this park's time and the wait goes on, so a reader woken at every
+/// append of a busy log touches no timer.
+pub struct TailPark {
+    tail: TailWatch,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl TailPark {
+    /// A park at `tail` that ends at `shutdown`, its timer first set to `first_due`.
+    pub fn new(tail: TailWatch, shutdown: &CancellationToken, first_due: Instant) -> Self {
+        TailPark {
+            tail,
+            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            timer: Box::pin(tokio::time::sleep_until(first_due.into())),
+        }
+    }
+
+    /// The high watermark now.
+    pub fn high_watermark(&self) -> u64 {
+        self.tail.high_watermark()
+    }
+
+    /// Waits until the high watermark passes `offset`, the log closes, `due` comes or the node
+    /// shuts down (the first of them, in that order when several are ready).
+    pub async fn park(&mut self, offset: u64, due: Instant) -> Woken {
+        // On the runtime's clock, which is the system's but for tests that pause it.
+        let due = tokio::time::Instant::from_std(due);
+        if self.timer.is_elapsed() {
+            self.timer.as_mut().reset(due);
+        }
+        loop {
+            tokio::select! {
+                biased;
+                tail = self.tail.wait_past(offset) => return match tail {
+                    Tail::Past(high_watermark) => Woken::Past(high_watermark),
+                    Tail::Closed => Woken::Closed,
+                },
+                () = self.shutdown.as_mut() => return Woken::Shutdown,
+                () = self.timer.as_mut() => {
+                    if tokio::time::Instant::now() >= due {
+                        return Woken::Due;
+                    }
+                    self.timer.as_mut().reset(due);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -92,5 +162,33 @@ mod tests {
         let mut gone = TailWatch::new(rx, CancellationToken::new());
         drop(hw);
         assert_eq!(gone.wait_past(5).await, Tail::Closed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_park_returns_at_its_own_time_though_its_timer_was_set_earlier() {
+        let (hw, rx) = watch::channel(5u64);
+        let shutdown = CancellationToken::new();
+        let now = || tokio::time::Instant::now().into_std();
+        let start = now();
+        let beat = Duration::from_secs(10);
+        let mut park = TailPark::new(
+            TailWatch::new(rx, CancellationToken::new()),
+            &shutdown,
+            start + beat,
+        );
+        // Woken by an append after 4 s, then parked again: due 10 s after that park.
+        let moving = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            hw.send_replace(6);
+            hw
+        });
+        assert_eq!(park.park(5, start + beat).await, Woken::Past(6));
+        let _hw = moving.await.unwrap();
+        let parked = now();
+        assert_eq!(park.park(6, parked + beat).await, Woken::Due);
+        assert_eq!(now() - parked, beat, "not at the first timer's 10 s");
+        assert_eq!(park.high_watermark(), 6);
+        shutdown.cancel();
+        assert_eq!(park.park(6, now() + beat).await, Woken::Shutdown);
     }
 }

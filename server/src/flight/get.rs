@@ -12,7 +12,7 @@
 //! from that offset continues in the new version.
 //!
 //! Without `live` the stream ends at `until`, or at the high watermark as it was when the
-//! DoGet began. With `live` it parks at the tail (`wait_past`) and sends each batch once it is
+//! DoGet began. With `live` it parks at the tail (`TailPark`) and sends each batch once it is
 //! durable; when nothing came for `flight.heartbeat_interval_ms` it sends a message with only
 //! `{"high_watermark", "next_offset"}`. It ends cleanly (OK) at `until`, when the node shuts
 //! down or the log is closed here; when the bucket moved to another node it ends UNAVAILABLE
@@ -20,6 +20,7 @@
 //! resumes with nothing lost or repeated.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow_flight::{FlightData, SchemaAsIpc};
 use arrow_ipc::writer::IpcWriteOptions;
@@ -34,7 +35,7 @@ use super::address::Ticket;
 use super::state::{Flight, LivePlace};
 use super::status::{LOCATION, NEXT_OFFSET, set, status};
 use crate::auth::{Action, Principal};
-use crate::bucket_log::{BucketLog, LogKey};
+use crate::bucket_log::{BucketLog, LogKey, TailPark, Woken};
 use crate::catalog::TableInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::format;
@@ -102,6 +103,7 @@ pub(crate) async fn do_get(
         until,
         schema_id: None,
         live,
+        tail: None,
         sender,
     };
     tokio::spawn(reader.run());
@@ -122,6 +124,9 @@ struct Reader {
     schema_id: Option<i16>,
     /// This stream's place under `flight.max_live_streams`, when live.
     live: Option<LivePlace>,
+    /// What the stream waits on at the tail, taken when it first parks: the log's tail, the
+    /// node's shutdown and the heartbeat's timer.
+    tail: Option<TailPark>,
     sender: mpsc::Sender<Result<FlightData, Status>>,
 }
 
@@ -174,10 +179,19 @@ impl Reader {
                 if self.until.is_some() && !self.is_live() {
                     return Ok(());
                 }
-                let hw = tokio::select! {
-                    hw = self.log.wait_past(self.next, heartbeat) => hw,
-                    () = core.shutdown_signal().cancelled() => return Ok(()),
+                let due = Instant::now() + heartbeat;
+                let tail = self.tail.get_or_insert_with(|| {
+                    TailPark::new(self.log.watch_tail(), core.shutdown_signal(), due)
+                });
+                let woken = tokio::select! {
+                    woken = tail.park(self.next, due) => woken,
                     () = self.sender.closed() => return Err(Stop::Done),
+                };
+                let hw = match woken {
+                    Woken::Past(hw) => hw,
+                    Woken::Due => tail.high_watermark(),
+                    Woken::Shutdown => return Ok(()),
+                    Woken::Closed => return self.closed().await,
                 };
                 if self.log.is_closed() {
                     return self.closed().await;

@@ -19,7 +19,6 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,8 +26,6 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use bytes::Bytes;
-use tokio::time::Sleep;
-use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::headers::position_headers;
 use super::parked::ParkedRead;
@@ -37,7 +34,7 @@ use super::shared_renders::{
     BatchEvents, EventsKey, MAX_SHARED_STORED_BYTES, SharedBatch, SharedEvent, SharedEvents,
 };
 use super::sse_frames::{self, HEARTBEAT};
-use crate::bucket_log::{BucketLog, Tail, TailWatch};
+use crate::bucket_log::{BucketLog, TailPark, Woken};
 use crate::catalog::TableInfo;
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
@@ -58,10 +55,8 @@ struct Feed {
     /// How long a parked stream waits before it sends a heartbeat comment.
     heartbeat: Duration,
     /// What a parked stream waits on, taken once: the log's tail, the node's shutdown and the
-    /// heartbeat's timer, which is set again only when it fires (`park`).
-    tail: TailWatch,
-    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
-    timer: Pin<Box<Sleep>>,
+    /// heartbeat's timer.
+    tail: TailPark,
     /// Stored batches read and not yet sent.
     queue: VecDeque<Bytes>,
     /// Where the read that filled `queue` ends.
@@ -123,11 +118,11 @@ pub(crate) fn serve(
         max_render_bytes: http.max_render_bytes,
         deadline,
         heartbeat,
-        tail: log.watch_tail(),
-        shutdown: Box::pin(core.shutdown_signal().clone().cancelled_owned()),
-        timer: Box::pin(tokio::time::sleep_until(
-            (Instant::now() + heartbeat).min(deadline).into(),
-        )),
+        tail: TailPark::new(
+            log.watch_tail(),
+            core.shutdown_signal(),
+            (Instant::now() + heartbeat).min(deadline),
+        ),
         core,
         info,
         log,
@@ -358,35 +353,18 @@ impl Feed {
     }
 
     /// Waits at the tail until new data is durable, the log closes, the heartbeat or recycle
-    /// time comes or the node shuts down; true when new data is durable.
-    ///
-    /// The heartbeat is due one interval after the stream parked. The timer is not set at each
-    /// park: when it fires early (set at an earlier park), it is set to this park's time and the
-    /// wait goes on, so a stream woken at every append of a busy log touches no timer.
+    /// time comes or the node shuts down; true when new data is durable. The heartbeat is due one
+    /// interval after the stream parked.
     async fn park(&mut self) -> bool {
         let due = (Instant::now() + self.heartbeat).min(self.deadline);
-        if self.timer.is_elapsed() {
-            self.timer.as_mut().reset(due.into());
-        }
         let _parked = self.core.metrics().park();
-        let arrived = loop {
-            tokio::select! {
-                biased;
-                tail = self.tail.wait_past(self.next) => break match tail {
-                    Tail::Past(high_watermark) => high_watermark > self.next,
-                    Tail::Closed => {
-                        self.done = true;
-                        false
-                    }
-                },
-                () = self.shutdown.as_mut() => break false,
-                () = self.timer.as_mut() => {
-                    if Instant::now() >= due {
-                        break false;
-                    }
-                    self.timer.as_mut().reset(due.into());
-                }
+        let arrived = match self.tail.park(self.next, due).await {
+            Woken::Past(high_watermark) => high_watermark > self.next,
+            Woken::Closed => {
+                self.done = true;
+                false
             }
+            Woken::Due | Woken::Shutdown => false,
         };
         self.parked = true;
         if !arrived && self.log.is_closed() {

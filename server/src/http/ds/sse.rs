@@ -22,6 +22,7 @@ use super::config::Mode;
 use super::messages::read_messages;
 use super::offsets::{self, Start};
 use super::opened::{Opened, now_ms};
+use crate::bucket_log::{TailPark, Woken};
 use crate::core::NodeCore;
 use crate::http::parked::ParkedRead;
 use crate::http::read::Parking;
@@ -40,6 +41,9 @@ struct Feed {
     /// Nothing was sent yet: at the tail, the first thing sent is a control event.
     first: bool,
     done: bool,
+    /// What the response waits on at the tail, taken once: the log's tail, the node's shutdown
+    /// and the heartbeat's timer.
+    tail: TailPark,
     _place: ParkedRead,
 }
 
@@ -61,13 +65,20 @@ pub(crate) async fn serve(
     let http = &core.settings().http;
     let binary = opened.mode == Mode::Binary;
     let content_type = opened.config.content_type.clone();
+    let deadline = Instant::now() + http.sse_recycle;
+    let heartbeat = http.sse_heartbeat_interval();
     let feed = Feed {
         next: from,
         cursor: offsets::cursor(cursor),
-        deadline: Instant::now() + http.sse_recycle,
-        heartbeat: http.sse_heartbeat_interval(),
+        deadline,
+        heartbeat,
         first: true,
         done: false,
+        tail: TailPark::new(
+            opened.log.watch_tail(),
+            core.shutdown_signal(),
+            (Instant::now() + heartbeat).min(deadline),
+        ),
         _place: place,
         core,
         opened,
@@ -133,16 +144,13 @@ impl Feed {
             if Instant::now() >= self.deadline || self.core.is_shutting_down() {
                 return None;
             }
-            let wait = self
-                .deadline
-                .saturating_duration_since(Instant::now())
-                .min(self.heartbeat);
+            let due = (Instant::now() + self.heartbeat).min(self.deadline);
             let parked = self.core.metrics().park();
-            let arrived = tokio::select! {
-                _ = self.opened.log.wait_past(self.next, wait) => {
-                    self.opened.log.offsets().high_watermark > self.next
-                }
-                _ = self.core.shutdown_signal().cancelled() => return None,
+            let arrived = match self.tail.park(self.next, due).await {
+                Woken::Past(high_watermark) => high_watermark > self.next,
+                Woken::Due => false,
+                // The tablet closed (shutdown, transfer): the client resumes where it was.
+                Woken::Closed | Woken::Shutdown => return None,
             };
             drop(parked);
             if self.opened.log.is_closed() {
