@@ -55,18 +55,19 @@ impl FramedBatch for StreamBatch {
     }
 }
 
+/// The batch as a [`StreamBatch`] is, with the CRC it carries.
 impl FramedBatch for KnownBatch {
     fn base_offset(&self) -> u64 {
-        self.batch.base_offset
+        self.batch.base_offset()
     }
     fn count(&self) -> u32 {
-        self.batch.count
+        self.batch.count()
     }
     fn payload(&self) -> &[u8] {
-        &self.batch.payload
+        self.batch.payload()
     }
     fn shared_payload(&self) -> Option<Bytes> {
-        Some(self.batch.payload.clone())
+        self.batch.shared_payload()
     }
     fn payload_crc(&self) -> Option<u32> {
         self.payload_crc
