@@ -3,10 +3,11 @@
 //!
 //! Opens of different logs run side by side, `node.max_concurrent_opens` at a time (an open replays
 //! the log and writes metadata: a table's first appends to a thousand buckets must not queue
-//! behind one another); two opens of one log are one. Releases and the shutdown wait for the
-//! opens in flight and keep new ones out while they run. A drop waits for the opens in flight,
-//! marks its incarnation so that none of its logs opens again, and destroys its logs many at once
-//! while the other tables' logs go on opening.
+//! behind one another); two opens of one log are one. The shutdown waits for the opens in flight
+//! and keeps new ones out. A release (its buckets moved to another node) and a drop wait for the
+//! opens in flight, mark what they take (the released logs, the dropped incarnation) so that
+//! none of it opens again meanwhile, and close or destroy it many at once while other logs go on
+//! opening.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -26,11 +27,17 @@ pub struct Logs {
     provider: Arc<dyn LogProvider>,
     /// Open logs; read on every request, so a plain read lock.
     open: parking_lot::RwLock<HashMap<LogKey, Arc<dyn BucketLog>>>,
-    /// Opens hold it shared; drops (while they mark their incarnation), releases and the
+    /// Opens hold it shared; drops and releases (while they mark what they take) and the
     /// shutdown exclusively.
     changes: RwLock<()>,
     /// The incarnations (table, incarnation) whose logs a drop is destroying: none opens.
     dropping: parking_lot::Mutex<HashSet<(String, u64)>>,
+    /// The logs a release is closing: none opens until its close has ended, so that a bucket
+    /// moved back at once is not opened (fencing the closing stream) while it still closes.
+    releasing: parking_lot::Mutex<HashSet<LogKey>>,
+    /// Releases hold it shared while they close; the shutdown exclusively, so that it ends only
+    /// once every released log is closed.
+    releases: RwLock<()>,
     /// One lock per log being opened, so that concurrent first uses open it once.
     opening: parking_lot::Mutex<HashMap<LogKey, Arc<Mutex<()>>>>,
     /// Bounds the opens in flight.
@@ -54,6 +61,8 @@ impl Logs {
             open: parking_lot::RwLock::new(HashMap::new()),
             changes: RwLock::new(()),
             dropping: parking_lot::Mutex::new(HashSet::new()),
+            releasing: parking_lot::Mutex::new(HashSet::new()),
+            releases: RwLock::new(()),
             opening: parking_lot::Mutex::new(HashMap::new()),
             open_slots: Semaphore::new(OPEN_PARALLELISM),
             closing: std::sync::atomic::AtomicBool::new(false),
@@ -99,6 +108,13 @@ impl Logs {
         {
             return Err(ApiError::TableNotFound {
                 table: key.table.clone(),
+            });
+        }
+        if self.releasing.lock().contains(key) {
+            return Err(ApiError::BucketUnavailable {
+                message: format!(
+                    "bucket {key} is being released by this node (it moved) and is still closing; retry"
+                ),
             });
         }
         let this_key = Arc::clone(
@@ -157,7 +173,8 @@ impl Logs {
     /// [`DESTROY_PARALLELISM`] at a time; returns the first error (every log is tried). Safe to
     /// repeat after a partial run.
     ///
-    /// Under the exclusive lock only while it marks the incarnation and takes its open logs out:
+    /// Under the exclusive lock only while it marks the incarnation and takes its open logs out
+    /// (and waits for a release in flight):
     /// an open of the same incarnation either finished before (and its log is destroyed here) or
     /// comes after and is refused, so opens of other tables wait for nothing but the opens in
     /// flight.
@@ -165,6 +182,9 @@ impl Logs {
         let marked = (table.name.clone(), table.incarnation);
         let logs: Vec<(LogKey, Option<Arc<dyn BucketLog>>)> = {
             let _changing = self.changes.write().await;
+            // A release still closing some of these logs ends first (rare: the drop then holds
+            // opens back for as long), so that no log is destroyed while it closes.
+            let _released = self.releases.write().await;
             self.dropping.lock().insert(marked.clone());
             let mut open = self.open.write();
             table
@@ -211,7 +231,10 @@ impl Logs {
             .store(true, std::sync::atomic::Ordering::Release);
         let _changing = self.changes.write().await;
         let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = self.open.write().drain().collect();
-        close_logs(logs).await.1
+        let closed = close_logs(logs).await.1;
+        // The logs releases took out are closed by them: wait for those closes too.
+        let _released = self.releases.write().await;
+        closed
     }
 
     /// The keys of the open logs.
@@ -223,15 +246,36 @@ impl Logs {
     /// [`CLOSE_PARALLELISM`] at a time, so another node can open them: their buckets moved
     /// away. Their parked readers return; requests that come after find them gone and are
     /// routed by ownership. Returns the keys released, and the first error.
+    ///
+    /// Under the exclusive lock only while it takes the logs out and marks them: opens of other
+    /// logs go on while these close, and an open of one of these is refused
+    /// ([`ApiError::BucketUnavailable`], retry) until its close has ended.
     pub async fn release(&self, keys: &[LogKey]) -> (Vec<LogKey>, ApiResult<()>) {
-        let _changing = self.changes.write().await;
-        let logs: Vec<(LogKey, Arc<dyn BucketLog>)> = {
+        let (_releasing, logs) = {
+            let _changing = self.changes.write().await;
+            // Taken under `changes`, as the shutdown takes both: the two never wait on each other.
+            let releasing_guard = self.releases.read().await;
             let mut open = self.open.write();
-            keys.iter()
-                .filter_map(|key| Some((key.clone(), open.remove(key)?)))
-                .collect()
+            let mut releasing = self.releasing.lock();
+            let logs = keys
+                .iter()
+                .filter_map(|key| {
+                    let log = open.remove(key)?;
+                    releasing.insert(key.clone());
+                    Some((key.clone(), log))
+                })
+                .collect::<Vec<(LogKey, Arc<dyn BucketLog>)>>();
+            (releasing_guard, logs)
         };
-        close_logs(logs).await
+        let taken: Vec<LogKey> = logs.iter().map(|(key, _)| key.clone()).collect();
+        let released = close_logs(logs).await;
+        // Closed or failed: either way the log is out of this node's hands (a failed close
+        // leaves its stream to be fenced by the next owner's open).
+        let mut releasing = self.releasing.lock();
+        for key in &taken {
+            releasing.remove(key);
+        }
+        released
     }
 
     /// How many logs are open.
@@ -301,252 +345,5 @@ async fn run_bounded(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::time::Duration;
-
-    use async_trait::async_trait;
-    use bytes::Bytes;
-    use mink_s3stream::Footprint;
-    use tokio::sync::watch;
-
-    use super::*;
-    use crate::bucket_log::{AppendOutcome, LogOffsets, ReadChunk, TailWatch};
-    use crate::catalog::TableSchemas;
-
-    /// A log that only knows whether it was closed.
-    #[derive(Default)]
-    struct Quiet {
-        closed: AtomicBool,
-    }
-
-    #[async_trait]
-    impl BucketLog for Quiet {
-        async fn append(&self, _: Bytes) -> ApiResult<AppendOutcome> {
-            Err(ApiError::ShuttingDown)
-        }
-        async fn read(
-            &self,
-            _: u64,
-            _: Option<u64>,
-            _: Option<&[String]>,
-            _: usize,
-        ) -> ApiResult<ReadChunk> {
-            Err(ApiError::ShuttingDown)
-        }
-        fn offsets(&self) -> LogOffsets {
-            LogOffsets {
-                log_start: 0,
-                high_watermark: 0,
-            }
-        }
-        fn footprint(&self) -> Footprint {
-            Footprint {
-                start: 0,
-                confirm: 0,
-                pieces: Vec::new(),
-            }
-        }
-        async fn wait_past(&self, offset: u64, _: Duration) -> u64 {
-            offset
-        }
-        fn watch_tail(&self) -> TailWatch {
-            // A log that never moves: its watermark's sender is gone at once.
-            TailWatch::new(
-                watch::channel(0).1,
-                tokio_util::sync::CancellationToken::new(),
-            )
-        }
-        fn is_closed(&self) -> bool {
-            self.closed.load(Ordering::Acquire)
-        }
-        async fn offset_for_timestamp(&self, _: i64) -> ApiResult<u64> {
-            Err(ApiError::ShuttingDown)
-        }
-        async fn trim(&self, _: u64) -> ApiResult<()> {
-            Err(ApiError::ShuttingDown)
-        }
-        async fn close(&self) -> ApiResult<()> {
-            self.closed.store(true, Ordering::Release);
-            Ok(())
-        }
-        async fn destroy(&self) -> ApiResult<()> {
-            self.close().await
-        }
-    }
-
-    /// Opens that each wait until `needed` opens are in flight at once (or a release).
-    struct Rendezvous {
-        needed: usize,
-        inflight: watch::Sender<usize>,
-        opens: AtomicUsize,
-    }
-
-    #[async_trait]
-    impl LogProvider for Rendezvous {
-        async fn open(&self, _: &LogKey, _: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>> {
-            self.opens.fetch_add(1, Ordering::AcqRel);
-            self.inflight.send_modify(|n| *n += 1);
-            let mut seen = self.inflight.subscribe();
-            // A registry that opened one log at a time would leave this waiting forever.
-            let met = tokio::time::timeout(
-                Duration::from_secs(20),
-                seen.wait_for(|n| *n >= self.needed),
-            )
-            .await;
-            assert!(met.is_ok(), "opens of different logs ran one at a time");
-            Ok(Arc::new(Quiet::default()))
-        }
-        async fn destroy_closed(&self, _: &LogKey) -> ApiResult<()> {
-            Ok(())
-        }
-    }
-
-    /// Opens at once; destroys of closed logs that each wait for `gate` to open, counting how
-    /// many wait at once.
-    struct Gated {
-        gate: watch::Sender<bool>,
-        destroying: watch::Sender<usize>,
-        most: AtomicUsize,
-        destroyed: AtomicUsize,
-    }
-
-    #[async_trait]
-    impl LogProvider for Gated {
-        async fn open(&self, _: &LogKey, _: &Arc<TableInfo>) -> ApiResult<Arc<dyn BucketLog>> {
-            Ok(Arc::new(Quiet::default()))
-        }
-        async fn destroy_closed(&self, _: &LogKey) -> ApiResult<()> {
-            self.destroying.send_modify(|n| *n += 1);
-            self.most
-                .fetch_max(*self.destroying.borrow(), Ordering::AcqRel);
-            let _ = self.gate.subscribe().wait_for(|open| *open).await;
-            self.destroying.send_modify(|n| *n -= 1);
-            self.destroyed.fetch_add(1, Ordering::AcqRel);
-            Ok(())
-        }
-    }
-
-    fn record(name: &str, bucket_count: u32) -> TableRecord {
-        TableRecord {
-            name: name.to_owned(),
-            schemas: Default::default(),
-            bucket_count,
-            partitions: vec![String::new()],
-            incarnation: 1,
-            retention: None,
-            kafka_key: None,
-            stream: None,
-            compression: None,
-        }
-    }
-
-    fn table() -> Arc<TableInfo> {
-        Arc::new(TableInfo {
-            record: parking_lot::RwLock::new(record("t", 8)),
-            schemas: Arc::new(TableSchemas::default()),
-        })
-    }
-
-    fn key(bucket: u32) -> LogKey {
-        key_of("t", bucket)
-    }
-
-    fn key_of(table: &str, bucket: u32) -> LogKey {
-        LogKey {
-            table: table.to_owned(),
-            partition: String::new(),
-            bucket,
-            incarnation: 1,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_drop_destroys_its_logs_side_by_side_while_other_tables_open() {
-        let provider = Arc::new(Gated {
-            gate: watch::Sender::new(false),
-            destroying: watch::Sender::new(0),
-            most: AtomicUsize::new(0),
-            destroyed: AtomicUsize::new(0),
-        });
-        let logs = Arc::new(Logs::new(provider.clone()));
-        let opened = logs.get(&key(0), &table()).await.unwrap();
-        let dropped = record("t", 200);
-        let drop = tokio::spawn({
-            let logs = logs.clone();
-            async move { logs.destroy_table(&dropped).await }
-        });
-        // One destroy at a time would leave this waiting: the others queue behind the gate.
-        let mut destroying = provider.destroying.subscribe();
-        let all_at_once = tokio::time::timeout(
-            Duration::from_secs(20),
-            destroying.wait_for(|n| *n == DESTROY_PARALLELISM),
-        )
-        .await
-        .is_ok();
-        assert!(all_at_once, "the drop destroyed its logs one at a time");
-        // Meanwhile another table's log opens, and the dropped incarnation's does not.
-        let other = Arc::new(TableInfo {
-            record: parking_lot::RwLock::new(record("u", 1)),
-            schemas: Arc::new(TableSchemas::default()),
-        });
-        let open = tokio::time::timeout(Duration::from_secs(20), logs.get(&key_of("u", 0), &other))
-            .await
-            .expect("an open of another table waited for the drop");
-        assert!(open.is_ok());
-        let refused = logs.get(&key(7), &table()).await.err();
-        assert!(
-            matches!(refused, Some(ApiError::TableNotFound { .. })),
-            "{refused:?}"
-        );
-        provider.gate.send_replace(true);
-        drop.await.unwrap().unwrap();
-        assert!(opened.is_closed(), "the open log was destroyed");
-        assert_eq!(provider.destroyed.load(Ordering::Acquire), 199);
-        assert_eq!(provider.most.load(Ordering::Acquire), DESTROY_PARALLELISM);
-        assert_eq!(logs.open_count(), 1, "only the other table's log is open");
-        assert!(logs.dropping.lock().is_empty());
-    }
-
-    #[tokio::test]
-    async fn logs_open_side_by_side_and_each_once() {
-        let provider = Arc::new(Rendezvous {
-            needed: 4,
-            inflight: watch::Sender::new(0),
-            opens: AtomicUsize::new(0),
-        });
-        let logs = Arc::new(Logs::new(provider.clone()));
-        let table = table();
-        // Four buckets, each asked for three times at once.
-        let mut gets = Vec::new();
-        for bucket in 0..4 {
-            for _ in 0..3 {
-                let (logs, table) = (logs.clone(), table.clone());
-                gets.push(tokio::spawn(async move {
-                    let log = logs.get(&key(bucket), &table).await.unwrap();
-                    (bucket, log)
-                }));
-            }
-        }
-        let mut by_bucket: HashMap<u32, Vec<Arc<dyn BucketLog>>> = HashMap::new();
-        for get in gets {
-            let (bucket, log) = get.await.unwrap();
-            by_bucket.entry(bucket).or_default().push(log);
-        }
-        assert_eq!(
-            provider.opens.load(Ordering::Acquire),
-            4,
-            "one open per log"
-        );
-        for (bucket, got) in &by_bucket {
-            assert!(
-                got.iter().all(|log| Arc::ptr_eq(log, &got[0])),
-                "every use of bucket {bucket} got the same log"
-            );
-        }
-        assert_eq!(logs.open_count(), 4);
-        assert!(logs.opening.lock().is_empty(), "no open left behind");
-        logs.close_all().await.unwrap();
-        assert!(by_bucket.values().flatten().all(|log| log.is_closed()));
-    }
-}
+#[path = "registry_tests.rs"]
+mod tests;
