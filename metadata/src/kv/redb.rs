@@ -18,8 +18,11 @@
 //!
 //! Every commit fsyncs, and redb has one writer at a time, so transactions that arrive while a
 //! commit runs would each wait for a commit of their own. Instead each one queues itself and
-//! takes the write lock; whoever holds it applies every queued transaction, in queue order, in
-//! one redb transaction and one commit ([`MAX_GROUP`] at most), and leaves each its outcome. A
+//! takes the write lock (an async lock: a transaction waits for it without holding a thread);
+//! whoever holds it applies every queued transaction, in queue order, in one redb transaction
+//! and one commit ([`MAX_GROUP`] at most) on a blocking thread, and leaves each its outcome. So
+//! a burst of writes (a thousand tablets opening at once) holds one blocking thread, not one per
+//! transaction waiting for redb's writer. A
 //! transaction sees the writes of those before it in its group, gets a revision of its own, and
 //! its watch events are published in that order, so nothing is observable of the grouping but
 //! the time saved. If anything in a group fails (a storage error, the commit), the group is
@@ -86,10 +89,14 @@ fn encode_entry(version: u64, value: &[u8]) -> Vec<u8> {
 struct Inner {
     db: Database,
     /// Serialises commit + publish so watchers see revision order; its holder commits the queue.
-    write: Mutex<()>,
+    /// Held by the blocking task that commits, so that a caller dropped meanwhile lets nobody in
+    /// before the commit has ended.
+    write: Arc<tokio::sync::Mutex<()>>,
     /// Transactions waiting for the holder of `write` to commit them.
     queue: Mutex<Vec<Queued>>,
     hub: WatchHub,
+    /// redb commits made (groups and lone transactions).
+    commits: std::sync::atomic::AtomicU64,
 }
 
 /// Transactions a group commits at most: the rest wait for the next group.
@@ -132,9 +139,10 @@ impl RedbKv {
         Ok(RedbKv {
             inner: Arc::new(Inner {
                 db,
-                write: Mutex::new(()),
+                write: Arc::new(tokio::sync::Mutex::new(())),
                 queue: Mutex::new(Vec::new()),
                 hub: WatchHub::new(),
+                commits: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -155,32 +163,46 @@ impl RedbKv {
     }
 }
 
-impl Inner {
+impl RedbKv {
     /// Commits `txn`, in a group with whatever else is queued (see the module doc).
-    fn submit(&self, txn: Txn) -> Result<TxnOutcome> {
+    async fn submit(&self, txn: Txn) -> Result<TxnOutcome> {
         let outcome = Arc::new(Mutex::new(None));
-        self.queue.lock().push(Queued {
+        self.inner.queue.lock().push(Queued {
             txn,
             outcome: Arc::clone(&outcome),
         });
         loop {
-            let _guard = self.write.lock();
+            let guard = Arc::clone(&self.inner.write).lock_owned().await;
             if let Some(done) = outcome.lock().take() {
                 return done;
             }
             let group: Vec<Queued> = {
-                let mut queue = self.queue.lock();
+                let mut queue = self.inner.queue.lock();
                 let take = queue.len().min(MAX_GROUP);
                 queue.drain(..take).collect()
             };
-            self.commit_group(group);
+            // The task's `inner` goes with it when it ends, before this wakes: whoever drops the
+            // last handle once its transaction returned closes the file at once.
+            let inner = Arc::clone(&self.inner);
+            tokio::task::spawn_blocking(move || {
+                inner.commit_group(group);
+                drop(guard);
+            })
+            .await
+            .map_err(|e| MetaError::Storage {
+                backend: BACKEND,
+                operation: "txn",
+                source: Box::new(e),
+            })?;
             if let Some(done) = outcome.lock().take() {
                 return done;
             }
-            // Queued after a full group: the next holder of the lock (maybe this thread) takes it.
+            // Queued after a full group: the next holder of the lock (maybe this task) takes it.
         }
     }
+}
 
+impl Inner {
     /// Applies `group` in one redb transaction and one commit, or, if anything fails, one by one.
     /// Every member gets its outcome. The caller holds the write lock.
     fn commit_group(&self, group: Vec<Queued>) {
@@ -245,6 +267,8 @@ impl Inner {
         }
         if wrote {
             wtx.commit().map_err(storage("commit"))?;
+            self.commits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         } else {
             wtx.abort().map_err(storage("txn"))?;
         }
@@ -274,6 +298,8 @@ impl Inner {
             }
             Applied::Wrote { revision, events } => {
                 wtx.commit().map_err(storage("commit"))?;
+                self.commits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.hub.publish(events);
                 Ok(TxnOutcome {
                     succeeded: true,
@@ -399,7 +425,7 @@ impl MetaKv for RedbKv {
 
     async fn txn(&self, txn: Txn) -> Result<TxnOutcome> {
         validate_txn(&txn)?;
-        self.blocking("txn", move |inner| inner.submit(txn)).await
+        self.submit(txn).await
     }
 
     async fn scan(
@@ -456,4 +482,56 @@ impl MetaKv for RedbKv {
     }
 
     // No leases: the trait's defaults refuse them.
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With one blocking thread, transactions that each waited on a thread of their own for the
+    /// write lock would commit one by one; waiting for it without a thread, a burst commits in a
+    /// few groups.
+    #[test]
+    fn a_burst_of_transactions_commits_in_groups_on_one_blocking_thread() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kv = RedbKv::open(dir.path().join("meta.redb")).unwrap();
+        let outcomes = runtime.block_on(async {
+            let burst: Vec<_> = (0..256)
+                .map(|i| {
+                    let kv = kv.clone();
+                    tokio::spawn(async move {
+                        kv.txn(Txn {
+                            compares: Vec::new(),
+                            on_success: vec![Op::put(format!("k/{i:03}"), Bytes::from("v"))],
+                        })
+                        .await
+                    })
+                })
+                .collect();
+            let mut outcomes = Vec::new();
+            for txn in burst {
+                outcomes.push(txn.await.unwrap().unwrap());
+            }
+            outcomes
+        });
+        assert!(outcomes.iter().all(|o| o.succeeded));
+        let mut revisions: Vec<u64> = outcomes.iter().map(|o| o.revision).collect();
+        revisions.sort_unstable();
+        revisions.dedup();
+        assert_eq!(
+            revisions.len(),
+            256,
+            "each transaction has a revision of its own"
+        );
+        let commits = kv.inner.commits.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(commits <= 32, "256 transactions took {commits} commits");
+        let scan = runtime.block_on(kv.scan("k/", None, 1000)).unwrap();
+        assert_eq!(scan.items.len(), 256);
+    }
 }
