@@ -71,15 +71,17 @@ pub(crate) async fn raw_put_throughput(
 }
 
 /// Raw PUTs with `inflight` requests in flight at once, of `size`-byte objects, for `duration`:
-/// the store's own limit at the node's concurrency and object size. Returns MB/s and each PUT's
-/// latency in ms. The objects are deleted afterwards, outside the timing.
+/// the store's own limit at the node's concurrency and object size. Returns MB/s, each PUT's
+/// latency in ms, and this process's CPU seconds per GB written by them. The objects are deleted
+/// afterwards, outside the timing.
 pub(crate) async fn raw_put_concurrent(
     raw: Arc<dyn ObjectStorage>,
     duration: Duration,
     size: usize,
     inflight: usize,
-) -> Result<(f64, Vec<f64>), Error> {
+) -> Result<(f64, Vec<f64>, Option<f64>), Error> {
     let body = Bytes::from(vec![0x2au8; size.max(1)]);
+    let cpu0 = crate::node::cpu_seconds(std::process::id());
     let started = Instant::now();
     let mut lanes = Vec::new();
     for lane in 0..inflight.max(1) {
@@ -105,6 +107,10 @@ pub(crate) async fn raw_put_concurrent(
         all.extend(latencies);
     }
     let mbps = (all.len() * body.len()) as f64 / started.elapsed().as_secs_f64() / 1e6;
+    let gb = (all.len() * body.len()) as f64 / 1e9;
+    let cpu_per_gb = cpu0
+        .zip(crate::node::cpu_seconds(std::process::id()))
+        .map(|(a, b)| (b - a) / gb.max(1e-9));
     for (lane, n) in written {
         for i in 0..n {
             raw.delete(&format!("raw/concurrent-{lane}-{i}"))
@@ -112,7 +118,7 @@ pub(crate) async fn raw_put_concurrent(
                 .map_err(|e| format!("raw DELETE: {e}"))?;
         }
     }
-    Ok((mbps, all))
+    Ok((mbps, all, cpu_per_gb))
 }
 
 /// `bytes` sent over one loopback TCP connection from the driver to itself, in 1 MiB writes
