@@ -2,6 +2,7 @@
 //! retries and duplicates, DoGet of ranges with and without projection, a live DoGet receiving
 //! a batch appended over HTTP, FlightInfo, actions, tokens, and bad input answered with a status.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use arrow_flight::{Action, FlightClient, FlightData, FlightDescriptor, PutResult
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use futures::{StreamExt, TryStreamExt};
 use mink_metadata::MemoryKv;
-use mink_s3stream::storage::ObjectStoreBackend;
+use mink_s3stream::storage::{
+    ObjectMeta, ObjectStorage, ObjectStoreBackend, PutResult as PutResult_, Result as StorageResult,
+};
 use mink_server::{Node, Settings};
 use serde_json::{Value, json};
 use tonic::Code;
@@ -597,5 +600,99 @@ async fn batches_grouped_into_one_append_stay_within_the_byte_limit() {
         .await
         .unwrap();
     assert!(metrics.contains("\nmink_appends_total 8\n"), "{metrics}");
+    node.shutdown().await.unwrap();
+}
+
+/// The memory store, with the WAL's PUTs held until `gate` opens, counted in `held` meanwhile.
+#[derive(Debug)]
+struct HeldWal {
+    inner: ObjectStoreBackend,
+    gate: tokio::sync::watch::Sender<bool>,
+    held: tokio::sync::watch::Sender<usize>,
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for HeldWal {
+    fn name(&self) -> &str {
+        "held-wal"
+    }
+    async fn put(&self, key: &str, data: bytes::Bytes) -> StorageResult<PutResult_> {
+        if key.starts_with("wal/") {
+            self.held.send_modify(|n| *n += 1);
+            let _ = self.gate.subscribe().wait_for(|open| *open).await;
+        }
+        self.inner.put(key, data).await
+    }
+    async fn put_if_absent(&self, key: &str, data: bytes::Bytes) -> StorageResult<PutResult_> {
+        self.inner.put_if_absent(key, data).await
+    }
+    async fn get(&self, key: &str) -> StorageResult<bytes::Bytes> {
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<bytes::Bytes> {
+        self.inner.get_range(key, range).await
+    }
+    async fn head(&self, key: &str) -> StorageResult<ObjectMeta> {
+        self.inner.head(key).await
+    }
+    async fn delete(&self, key: &str) -> StorageResult<()> {
+        self.inner.delete(key).await
+    }
+    async fn delete_many(&self, keys: &[String]) -> StorageResult<()> {
+        self.inner.delete_many(keys).await
+    }
+    async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectMeta>> {
+        self.inner.list(prefix).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_stream_starts_its_next_append_before_the_previous_one_is_durable() {
+    let store = Arc::new(HeldWal {
+        inner: ObjectStoreBackend::memory(),
+        gate: tokio::sync::watch::Sender::new(false),
+        held: tokio::sync::watch::Sender::new(0),
+    });
+    let mut settings = Settings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..Settings::default()
+    };
+    settings.flight.listen = Some("127.0.0.1:0".parse().unwrap());
+    settings.kafka.listen = None;
+    // Each batch is an append of its own.
+    settings.flight.max_append_bytes = 64;
+    let node = Node::builder()
+        .settings(settings)
+        .object_store(store.clone())
+        .metadata(Arc::new(MemoryKv::new()))
+        .start()
+        .await
+        .unwrap();
+    create_table(&node, None).await;
+    let mut c = client(&node, None).await;
+    let batches: Vec<RecordBatch> = (0..8).map(|i| rows(i * 10..i * 10 + 10)).collect();
+    let putting = tokio::spawn(async move { put(&mut c, put_stream(&batches, None)).await });
+    // One append at a time would hold one WAL PUT and wait for it.
+    let mut held = store.held.subscribe();
+    let overlapped = tokio::time::timeout(Duration::from_secs(20), held.wait_for(|n| *n >= 2))
+        .await
+        .is_ok();
+    assert!(
+        overlapped,
+        "the stream's next append waited for the previous one to be durable"
+    );
+    store.gate.send_replace(true);
+    let results = putting.await.unwrap().unwrap();
+    let offsets: Vec<(u64, u64)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["base_offset"].as_u64().unwrap(),
+                r["next_offset"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(u64, u64)> = (0..8).map(|i| (i * 10, i * 10 + 10)).collect();
+    assert_eq!(offsets, expected, "results in order, batches in order");
     node.shutdown().await.unwrap();
 }

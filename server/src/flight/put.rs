@@ -8,16 +8,20 @@
 //! (`mink_codec::batch_from_message`; the tablet checks the rows against the schema before it
 //! takes the append).
 //!
-//! Batches are taken as they arrive, each held against the node's request-bytes budget: while
-//! one append is in flight, the batches arriving meanwhile wait and go together as the next
-//! append (at most `flight.max_batches_per_append` and `flight.max_append_bytes`, and within the
-//! tablet's request limits), so
-//! a client streaming batches keeps the bucket's WAL busy, appends stay in order, and one
-//! writer's sequences reach the tablet in the order sent. Results come back in order:
+//! Batches are taken as they arrive, each held against the node's request-bytes budget. The
+//! next append starts as soon as the one before it has its place in the log (its offsets
+//! assigned, its batches submitted to the WAL: docs/produce-pipelining.md), not once it is
+//! durable, so up to [`APPENDS_IN_FLIGHT`] of one stream share group commits and their PUTs
+//! overlap; the batches arriving meanwhile wait and go together as the next append (at most
+//! `flight.max_batches_per_append` and `flight.max_append_bytes`, and within the tablet's
+//! request limits). Appends stay in order, and one writer's sequences reach the tablet in the
+//! order sent. Results come back in order:
 //! `{"sequence", "base_offset", "next_offset", "commit_timestamp", "duplicate", "schema_id"}`.
 //! The first error ends the stream with its status (an out-of-order sequence is
-//! FAILED_PRECONDITION with `mink-expected-sequence`); the append it ended held every batch
-//! after the last result, so nothing after the last result was appended.
+//! FAILED_PRECONDITION with `mink-expected-sequence`). An append refused before it had its
+//! place (a bad batch, a sequence out of order) had no append after it started, so nothing
+//! after the last result was appended; one that failed after (its WAL write) may have appends
+//! placed behind it, which end as any cut request's do: a writer with an id retries them safely.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,10 +29,9 @@ use std::sync::Arc;
 use arrow_flight::{FlightData, PutResult};
 use arrow_schema::Schema;
 use bytes::{Bytes, BytesMut};
-use futures::future::BoxFuture;
 use mink_codec::BatchMeta;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tonic::{Status, Streaming};
 
 use super::address::bucket_of;
@@ -111,7 +114,12 @@ struct Pump {
     schema_id: Option<i16>,
 }
 
-type Appending = BoxFuture<'static, (Vec<Taken>, ApiResult<AppendOutcome>)>;
+/// An append started: its batches and its outcome when it ends.
+type Appending = tokio::task::JoinHandle<(Vec<Taken>, ApiResult<AppendOutcome>)>;
+
+/// Appends of one DoPut stream in flight at once, each started once the one before it has its
+/// place in the log.
+pub(crate) const APPENDS_IN_FLIGHT: usize = 4;
 
 impl Pump {
     /// Takes batches and answers them until the stream ends, the client goes away or an error
@@ -123,13 +131,24 @@ impl Pump {
         results: mpsc::Sender<Result<PutResult, Status>>,
     ) {
         let max_queued = self.flight.core.settings().flight.max_batches_per_append;
-        let mut appending: Option<Appending> = None;
+        let mut appending: VecDeque<Appending> = VecDeque::new();
+        // The last append started, until it has its place; the next one waits for it.
+        let mut placing: Option<oneshot::Receiver<()>> = None;
+        // The last append ended before it had a place (refused, or all duplicates): the next
+        // one waits until its outcome is answered.
+        let mut unplaced = false;
         let mut input_done = false;
         loop {
-            if appending.is_none() && !queue.is_empty() {
-                appending = Some(self.append(&mut queue));
+            if placing.is_none()
+                && !unplaced
+                && appending.len() < APPENDS_IN_FLIGHT
+                && !queue.is_empty()
+            {
+                let (append, placed) = self.append(&mut queue);
+                appending.push_back(append);
+                placing = Some(placed);
             }
-            if appending.is_none() && input_done {
+            if appending.is_empty() && queue.is_empty() && input_done {
                 return;
             }
             tokio::select! {
@@ -151,10 +170,18 @@ impl Pump {
                         Err(_) => input_done = true,
                     }
                 }
-                (taken, outcome) = async { appending.as_mut().expect("guarded").await }, if appending.is_some() => {
-                    appending = None;
-                    if !answer(taken, outcome, &results).await {
+                placed = async { placing.as_mut().expect("guarded").await }, if placing.is_some() => {
+                    placing = None;
+                    // Its outcome, if it already came, was answered: nothing to wait for then.
+                    unplaced = placed.is_err() && !appending.is_empty();
+                }
+                ended = async { appending.front_mut().expect("guarded").await }, if !appending.is_empty() => {
+                    appending.pop_front();
+                    if !answer_joined(ended, &results).await {
                         return;
+                    }
+                    if appending.is_empty() {
+                        unplaced = false;
                     }
                 }
                 () = results.closed() => return,
@@ -165,26 +192,26 @@ impl Pump {
     /// Answers what is in flight and what is queued, then stops.
     async fn finish(
         &self,
-        appending: Option<Appending>,
+        appending: VecDeque<Appending>,
         mut queue: VecDeque<Taken>,
         results: &mpsc::Sender<Result<PutResult, Status>>,
     ) {
-        if let Some(appending) = appending {
-            let (taken, outcome) = appending.await;
-            if !answer(taken, outcome, results).await {
+        for append in appending {
+            if !answer_joined(append.await, results).await {
                 return;
             }
         }
         while !queue.is_empty() {
-            let (taken, outcome) = self.append(&mut queue).await;
-            if !answer(taken, outcome, results).await {
+            let (append, _placed) = self.append(&mut queue);
+            if !answer_joined(append.await, results).await {
                 return;
             }
         }
     }
 
-    /// Starts the append of the queue's first batches, as many as one request may hold.
-    fn append(&self, queue: &mut VecDeque<Taken>) -> Appending {
+    /// Starts the append of the queue's first batches, as many as one request may hold; the
+    /// receiver hears once it has its place in the log (dropped if it ends without one).
+    fn append(&self, queue: &mut VecDeque<Taken>) -> (Appending, oneshot::Receiver<()>) {
         let limits = &self.flight.core.settings().tablet;
         let flight = &self.flight.core.settings().flight;
         let (max, max_bytes) = (
@@ -217,10 +244,12 @@ impl Pump {
         };
         let core = self.flight.core.clone();
         let log = self.log.clone();
-        Box::pin(async move {
-            let outcome = core.append(log.as_ref(), request).await;
+        let (placed, is_placed) = oneshot::channel();
+        let append = tokio::spawn(async move {
+            let outcome = core.append_then(log.as_ref(), request, Some(placed)).await;
             (group, outcome)
-        })
+        });
+        (append, is_placed)
     }
 
     /// A message of the stream: a record batch to append (`Some`), a schema switch or a
@@ -277,6 +306,24 @@ impl Pump {
                 "dictionary-encoded columns are not supported: send plain arrays",
             )),
             other => Err(invalid(format!("a {other:?} message cannot be appended"))),
+        }
+    }
+}
+
+/// [`answer`] for an append's task, which ends the stream if the task itself failed.
+async fn answer_joined(
+    ended: Result<(Vec<Taken>, ApiResult<AppendOutcome>), tokio::task::JoinError>,
+    results: &mpsc::Sender<Result<PutResult, Status>>,
+) -> bool {
+    match ended {
+        Ok((taken, outcome)) => answer(taken, outcome, results).await,
+        Err(error) => {
+            let _ = results
+                .send(Err(Status::internal(format!(
+                    "an append's task failed: {error}"
+                ))))
+                .await;
+            false
         }
     }
 }
