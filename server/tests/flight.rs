@@ -28,6 +28,14 @@ async fn start(tokens: bool) -> Node {
 }
 
 async fn start_with(tokens: bool, change: impl FnOnce(&mut Settings)) -> Node {
+    start_on(Arc::new(ObjectStoreBackend::memory()), tokens, change).await
+}
+
+async fn start_on(
+    store: Arc<dyn ObjectStorage>,
+    tokens: bool,
+    change: impl FnOnce(&mut Settings),
+) -> Node {
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
         ..Settings::default()
@@ -45,7 +53,7 @@ async fn start_with(tokens: bool, change: impl FnOnce(&mut Settings)) -> Node {
     }
     Node::builder()
         .settings(settings)
-        .object_store(Arc::new(ObjectStoreBackend::memory()))
+        .object_store(store)
         .metadata(Arc::new(MemoryKv::new()))
         .start()
         .await
@@ -136,6 +144,15 @@ async fn put(client: &mut FlightClient, data: Vec<FlightData>) -> Result<Vec<Val
         .iter()
         .map(|r| serde_json::from_slice(&r.app_metadata).unwrap())
         .collect())
+}
+
+/// Each result's `(base_offset, next_offset)`.
+fn offsets(results: &[Value]) -> Vec<(u64, u64)> {
+    let offset = |r: &Value, name: &str| r[name].as_u64().unwrap();
+    results
+        .iter()
+        .map(|r| (offset(r, "base_offset"), offset(r, "next_offset")))
+        .collect()
 }
 
 fn code(error: &FlightError) -> Code {
@@ -239,16 +256,7 @@ async fn idempotent_puts_retries_and_duplicates_then_reads_of_ranges_and_project
         .await
         .unwrap();
     assert_eq!(results.len(), 3);
-    let offsets: Vec<(u64, u64)> = results
-        .iter()
-        .map(|r| {
-            (
-                r["base_offset"].as_u64().unwrap(),
-                r["next_offset"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(offsets, [(0, 3), (3, 5), (5, 9)]);
+    assert_eq!(offsets(&results), [(0, 3), (3, 5), (5, 9)]);
     assert!(
         results
             .iter()
@@ -653,21 +661,8 @@ async fn a_put_stream_starts_its_next_append_before_the_previous_one_is_durable(
         gate: tokio::sync::watch::Sender::new(false),
         held: tokio::sync::watch::Sender::new(0),
     });
-    let mut settings = Settings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ..Settings::default()
-    };
-    settings.flight.listen = Some("127.0.0.1:0".parse().unwrap());
-    settings.kafka.listen = None;
     // Each batch is an append of its own.
-    settings.flight.max_append_bytes = 64;
-    let node = Node::builder()
-        .settings(settings)
-        .object_store(store.clone())
-        .metadata(Arc::new(MemoryKv::new()))
-        .start()
-        .await
-        .unwrap();
+    let node = start_on(store.clone(), false, |s| s.flight.max_append_bytes = 64).await;
     create_table(&node, None).await;
     let mut c = client(&node, None).await;
     let batches: Vec<RecordBatch> = (0..8).map(|i| rows(i * 10..i * 10 + 10)).collect();
@@ -683,16 +678,7 @@ async fn a_put_stream_starts_its_next_append_before_the_previous_one_is_durable(
     );
     store.gate.send_replace(true);
     let results = putting.await.unwrap().unwrap();
-    let offsets: Vec<(u64, u64)> = results
-        .iter()
-        .map(|r| {
-            (
-                r["base_offset"].as_u64().unwrap(),
-                r["next_offset"].as_u64().unwrap(),
-            )
-        })
-        .collect();
     let expected: Vec<(u64, u64)> = (0..8).map(|i| (i * 10, i * 10 + 10)).collect();
-    assert_eq!(offsets, expected, "results in order, batches in order");
+    assert_eq!(offsets(&results), expected, "results in order");
     node.shutdown().await.unwrap();
 }
