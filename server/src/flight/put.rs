@@ -11,8 +11,8 @@
 //! Batches are taken as they arrive, each held against the node's request-bytes budget. The
 //! next append starts as soon as the one before it has its place in the log (its offsets
 //! assigned, its batches submitted to the WAL: docs/produce-pipelining.md), not once it is
-//! durable, so up to [`APPENDS_IN_FLIGHT`] of one stream share group commits and their PUTs
-//! overlap; the batches arriving meanwhile wait and go together as the next append (at most
+//! durable, so up to `flight.max_appends_in_flight` of one stream share group commits and their
+//! PUTs overlap; the batches arriving meanwhile wait and go together as the next append (at most
 //! `flight.max_batches_per_append` and `flight.max_append_bytes`, and within the tablet's
 //! request limits). Appends stay in order, and one writer's sequences reach the tablet in the
 //! order sent. Results come back in order:
@@ -117,10 +117,6 @@ struct Pump {
 /// An append started: its batches and its outcome when it ends.
 type Appending = tokio::task::JoinHandle<(Vec<Taken>, ApiResult<AppendOutcome>)>;
 
-/// Appends of one DoPut stream in flight at once, each started once the one before it has its
-/// place in the log.
-pub(crate) const APPENDS_IN_FLIGHT: usize = 4;
-
 impl Pump {
     /// Takes batches and answers them until the stream ends, the client goes away or an error
     /// ends it.
@@ -131,6 +127,7 @@ impl Pump {
         results: mpsc::Sender<Result<PutResult, Status>>,
     ) {
         let max_queued = self.flight.core.settings().flight.max_batches_per_append;
+        let max_appending = self.flight.core.settings().flight.max_appends_in_flight;
         let mut appending: VecDeque<Appending> = VecDeque::new();
         // The last append started, until it has its place; the next one waits for it.
         let mut placing: Option<oneshot::Receiver<()>> = None;
@@ -141,7 +138,7 @@ impl Pump {
         loop {
             if placing.is_none()
                 && !unplaced
-                && appending.len() < APPENDS_IN_FLIGHT
+                && appending.len() < max_appending
                 && !queue.is_empty()
             {
                 let (append, placed) = self.append(&mut queue);

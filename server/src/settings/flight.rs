@@ -29,6 +29,10 @@ pub struct FlightSettings {
     /// that holds it, and a read inside a block decodes all of it, so large groups make reads
     /// slower. Default 8 MiB (as `http.body.max_append_bytes`).
     pub max_append_bytes: usize,
+    /// Appends of one DoPut stream in flight at once (`max_appends_in_flight`), each started once
+    /// the one before it has its place in the log, so that their WAL PUTs overlap. 1 waits for
+    /// each append to be durable before the next. Default 4.
+    pub max_appends_in_flight: usize,
     /// Live DoGet streams open on the node at once (`max_live_streams`); one more is refused
     /// with RESOURCE_EXHAUSTED. Default 10 000.
     pub max_live_streams: usize,
@@ -48,6 +52,7 @@ impl Default for FlightSettings {
             max_message_bytes: 16 << 20,
             max_batches_per_append: 64,
             max_append_bytes: 8 << 20,
+            max_appends_in_flight: 4,
             max_live_streams: 10_000,
             heartbeat_interval: Duration::from_secs(5),
             read_bytes: 16 << 20,
@@ -62,6 +67,7 @@ impl FlightSettings {
             ("flight.max_message_bytes", self.max_message_bytes),
             ("flight.max_batches_per_append", self.max_batches_per_append),
             ("flight.max_append_bytes", self.max_append_bytes),
+            ("flight.max_appends_in_flight", self.max_appends_in_flight),
             ("flight.max_live_streams", self.max_live_streams),
             ("flight.read_bytes", self.read_bytes),
         ];
@@ -70,6 +76,9 @@ impl FlightSettings {
         }
         if self.max_message_bytes > 1 << 30 {
             return Err("flight.max_message_bytes must be at most 1 GiB".to_owned());
+        }
+        if self.max_appends_in_flight > 64 {
+            return Err("flight.max_appends_in_flight must be at most 64".to_owned());
         }
         if self.read_bytes > 256 << 20 {
             return Err("flight.read_bytes must be at most 256 MiB".to_owned());
@@ -105,5 +114,12 @@ mod tests {
                 .unwrap_err()
                 .contains("flight.max_live_streams")
         );
+        for appends in [0, 65] {
+            let bad = Settings::from_toml(&format!("[flight]\nmax_appends_in_flight = {appends}"))
+                .unwrap();
+            let error = bad.validate().unwrap_err();
+            assert!(error.contains("flight.max_appends_in_flight"), "{error}");
+        }
+        assert_eq!(defaults.flight.max_appends_in_flight, 4);
     }
 }
