@@ -181,19 +181,14 @@ impl RedbKv {
                 let take = queue.len().min(MAX_GROUP);
                 queue.drain(..take).collect()
             };
-            // The task's `inner` goes with it when it ends, before this wakes: whoever drops the
-            // last handle once its transaction returned closes the file at once.
-            let inner = Arc::clone(&self.inner);
-            tokio::task::spawn_blocking(move || {
+            // The blocking task's handle on `inner` goes with it when it ends, before this wakes:
+            // whoever drops the last handle once its transaction returned closes the file at once.
+            self.blocking("txn", move |inner| {
                 inner.commit_group(group);
                 drop(guard);
+                Ok(())
             })
-            .await
-            .map_err(|e| MetaError::Storage {
-                backend: BACKEND,
-                operation: "txn",
-                source: Box::new(e),
-            })?;
+            .await?;
             if let Some(done) = outcome.lock().take() {
                 return done;
             }
