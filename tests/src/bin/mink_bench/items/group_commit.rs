@@ -380,16 +380,19 @@ impl Bench {
             let tail = |c: &Case| c.p.p99 / c.p.p50.max(1e-9);
             // The tail goal as a ratio: append p99 over its bound (<= 1 meets it).
             let bound = |c: &Case| c.p.p99 / (2.0 * c.raw.p99 + c.p.p50).max(1e-9);
-            let per_gb = |cpu: fn(&Case) -> Option<f64>| {
-                let v: Vec<f64> = runs
-                    .iter()
-                    .filter_map(|c| Some(cpu(c)? / c.appended_gb.max(1e-9)))
-                    .collect();
+            let figures = |v: Vec<f64>| {
                 if v.is_empty() {
                     "-".to_owned()
                 } else {
                     spread(v, 2)
                 }
+            };
+            let per_gb = |cpu: fn(&Case) -> Option<f64>| {
+                figures(
+                    runs.iter()
+                        .filter_map(|c| Some(cpu(c)? / c.appended_gb.max(1e-9)))
+                        .collect(),
+                )
             };
             let (median_ratio, _, _) = median(runs.iter().map(ratio));
             let (median_tail, _, _) = median(runs.iter().map(tail));
@@ -410,7 +413,7 @@ impl Bench {
                 verdict(median_bound <= 1.0),
                 per_gb(|c| c.node_cpu),
                 per_gb(|c| c.driver_cpu),
-                per_gb(|c| c.raw_cpu_per_gb.map(|per_gb| per_gb * c.appended_gb)),
+                figures(runs.iter().filter_map(|c| c.raw_cpu_per_gb).collect()),
             );
         }
         let _ = write!(
