@@ -361,10 +361,27 @@ async fn wal_keys(world: &World) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_crash_loses_nothing_acknowledged() {
-    let world = World::new();
-    let (engine, (a, sa), (b, sb)) = two_streams(&world).await;
+/// The WAL keys the metadata does not name as committed objects (adopted WAL objects are).
+async fn uncommitted_wal_keys(world: &World) -> Vec<String> {
+    let committed: std::collections::HashSet<String> = world
+        .metadata()
+        .await
+        .list_objects()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    let mut keys = wal_keys(world).await;
+    keys.retain(|k| !committed.contains(k));
+    keys
+}
+
+/// Appends to two streams, crashes, and recovers with `adopt_at_recovery` as given; returns
+/// the engine after one more append, how many WAL objects the crash left, and the first
+/// stream.
+async fn crash_and_recover(world: &World, adopt: bool) -> (Engine, usize, u64) {
+    let (engine, (a, sa), (b, sb)) = two_streams(world).await;
     append_n(&sa, 10).await;
     engine.compact_now().await.unwrap();
     append_n(&sa, 10).await;
@@ -372,15 +389,12 @@ async fn a_crash_loses_nothing_acknowledged() {
     // Crash: no shutdown, no close.
     engine.abort();
     drop((sa, sb, engine));
+    let left = wal_keys(world).await.len();
 
-    let engine = world.engine("n1", manual()).await;
-    assert!(
-        engine
-            .metrics()
-            .recovered_batches
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 17
-    );
+    let mut settings = manual();
+    settings.compaction.adopt_at_recovery = adopt;
+    let engine = world.engine("n1", settings).await;
+    assert!(counter(&engine.metrics().recovered_batches) >= 17);
     let sa = engine.open_stream(a).await.unwrap();
     let sb = engine.open_stream(b).await.unwrap();
     assert_eq!(sa.offsets().next, 40, "offsets continue without a gap");
@@ -389,6 +403,32 @@ async fn a_crash_loses_nothing_acknowledged() {
     assert_eq!(read_all(&sb, 0).await, expected(0, 14));
     append_n(&sa, 1).await;
     assert_eq!(read_all(&sa, 38).await, expected(38, 42));
+    (engine, left, a)
+}
+
+#[tokio::test]
+async fn a_crash_loses_nothing_acknowledged() {
+    let world = World::new();
+    let (engine, left, a) = crash_and_recover(&world, true).await;
+    // Each recovered WAL object is committed as it is: nothing is written a second time, and
+    // besides them only the new append's WAL object is in the WAL prefix.
+    assert_eq!(counter(&engine.metrics().wal_objects_adopted), left as u64);
+    assert_eq!(counter(&engine.metrics().wal_objects_deleted), 0);
+    assert_eq!(wal_keys(&world).await.len(), left + 1);
+    assert_eq!(uncommitted_wal_keys(&world).await.len(), 1);
+    // They are read as committed objects once the caches are gone, after another restart.
+    engine.shutdown().await.unwrap();
+    let engine = world.engine("n1", no_tail_cache()).await;
+    let sa = engine.open_stream(a).await.unwrap();
+    assert_eq!(read_all(&sa, 0).await, expected(0, 42));
+}
+
+#[tokio::test]
+async fn a_crash_loses_nothing_acknowledged_when_recovery_writes_everything_anew() {
+    let world = World::new();
+    let (engine, left, _) = crash_and_recover(&world, false).await;
+    assert_eq!(counter(&engine.metrics().wal_objects_adopted), 0);
+    assert_eq!(counter(&engine.metrics().wal_objects_deleted), left as u64);
     // The recovered WAL objects are gone; only the new append's WAL object remains.
     assert_eq!(world.storage.list("wal/").await.unwrap().len(), 1);
 }
@@ -516,19 +556,22 @@ async fn an_exclusive_engine_takes_no_stream_another_node_holds_open() {
 
 #[tokio::test]
 async fn a_survivor_recovers_a_dead_members_wal_and_then_takes_its_streams() {
-    // Transactions limited as etcd limits them: the recovery must commit in chunks.
+    // Transactions limited as etcd limits them: the recovery must commit in chunks, so it
+    // adopts nothing even when asked to (one transaction could not hold the commit).
     let world = World {
         kv: Arc::new(MemoryKv::with_txn_limit(128)),
         ..World::new()
     };
+    let mut settings = manual();
+    settings.compaction.adopt_at_recovery = true;
     let open = |member: &'static str, node_id: &'static str| {
-        let world = &world;
+        let (world, settings) = (&world, settings.clone());
         async move {
             Engine::builder()
                 .node(member)
                 .wal_storage(world.storage.clone())
                 .metadata(world.metadata().await)
-                .settings(manual())
+                .settings(settings)
                 .exclusive(node_id)
                 .open()
                 .await
@@ -560,6 +603,7 @@ async fn a_survivor_recovers_a_dead_members_wal_and_then_takes_its_streams() {
     let batches: u64 = ids.iter().map(|(_, end)| end / 2).sum();
     assert_eq!(counter(&b.metrics().recovered_batches), batches);
     assert!(metadata.wal_reservations("a~1").await.unwrap().is_empty());
+    assert_eq!(counter(&b.metrics().wal_objects_adopted), 0);
     assert!(
         world.storage.list("wal/a~1/").await.unwrap().is_empty(),
         "the dead member's WAL objects are deleted"

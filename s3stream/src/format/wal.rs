@@ -240,6 +240,12 @@ fn spans(index: &[BlockEntry], epochs: &[u64]) -> Vec<WalSpan> {
 /// Decodes a WAL object: its records, by stream, then epoch, then offset. Payloads share the
 /// object's buffer (no copy).
 pub fn decode(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
+    decode_with_spans(object).map(|(records, _)| records)
+}
+
+/// [`decode`], with the object's spans as [`encode`] returned them: what recovery needs to
+/// commit the object as it is.
+pub fn decode_with_spans(object: &Bytes) -> Result<(Vec<WalRecord>, Vec<WalSpan>), WalFormatError> {
     decode_blocks(object).map_err(|error| match leading_version(object) {
         Some(found) => WalFormatError::UnsupportedVersion { found },
         None => error,
@@ -320,9 +326,10 @@ fn index_epochs(object: &[u8]) -> Result<Vec<(BlockEntry, u64)>, WalFormatError>
     Ok(blocks)
 }
 
-fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
+fn decode_blocks(object: &Bytes) -> Result<(Vec<WalRecord>, Vec<WalSpan>), WalFormatError> {
+    let blocks = index_epochs(object)?;
     let mut records = Vec::new();
-    for (entry, epoch) in index_epochs(object)? {
+    for &(entry, epoch) in &blocks {
         let block = object.slice(entry.position as usize..entry.range().end as usize);
         for batch in object::decode_block(&block, &entry)? {
             records.push(WalRecord {
@@ -335,7 +342,8 @@ fn decode_blocks(object: &Bytes) -> Result<Vec<WalRecord>, WalFormatError> {
             });
         }
     }
-    Ok(records)
+    let (index, epochs): (Vec<BlockEntry>, Vec<u64>) = blocks.into_iter().unzip();
+    Ok((records, spans(&index, &epochs)))
 }
 
 #[cfg(test)]

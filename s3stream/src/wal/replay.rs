@@ -7,7 +7,7 @@
 //! and more than that many missing in a row means the WAL has ended. A missing object before the
 //! end is a gap: the records after it were acknowledged only for the streams with nothing in it
 //! (a stream's acknowledgements wait for its own earlier records), so recovery keeps each stream
-//! up to its own first missing record (`engine/recovery.rs`) and reads on past the gap.
+//! up to its own first missing record (`engine/recovery/`) and reads on past the gap.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use mink_runtime::{Backoff, Retryable};
 
 use super::settings::MAX_INFLIGHT_PUTS;
 use super::writer::WalWriter;
-use crate::format::wal::{self, WalFormatError, WalRecord};
+use crate::format::wal::{self, WalFormatError, WalRecord, WalSpan};
 use crate::storage::{ObjectStorage, StorageError};
 
 /// GETs in flight while replaying.
@@ -32,8 +32,14 @@ const READ_BACKOFF: Backoff =
 pub struct ReplayedObject {
     /// Its id.
     pub id: u64,
+    /// Its key in the WAL store.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
     /// Its records: by stream, then offset.
     pub records: Vec<WalRecord>,
+    /// The runs of its records by stream and epoch, where their blocks lie in the object.
+    pub spans: Vec<WalSpan>,
 }
 
 /// Why the WAL could not be read back.
@@ -105,10 +111,18 @@ pub async fn replay(
             }
             continue;
         };
-        let records =
-            wal::decode(&object).map_err(|source| ReplayError::Corrupt { key, source })?;
+        let (records, spans) = match wal::decode_with_spans(&object) {
+            Ok(decoded) => decoded,
+            Err(source) => return Err(ReplayError::Corrupt { key, source }),
+        };
         replay.gaps.append(&mut missing);
-        replay.objects.push(ReplayedObject { id, records });
+        replay.objects.push(ReplayedObject {
+            id,
+            key,
+            size: object.len() as u64,
+            records,
+            spans,
+        });
     }
     replay.ended_at = missing.first().copied();
     if !replay.gaps.is_empty() {

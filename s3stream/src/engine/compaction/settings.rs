@@ -34,6 +34,14 @@ pub struct CompactionSettings {
     /// smaller ones are rewritten. Under load, group commits reach `wal.max_object_bytes` and are
     /// adopted; a quiet node's small WAL objects are gathered into larger objects. Default 4 MiB.
     pub adopt_wal_object_bytes: u64,
+    /// Recovery commits each replayed WAL object as a stream-set object as it is, whatever its
+    /// size, when the WAL and data stores are the same and what the object holds for open
+    /// streams is kept whole, so that a restart does not wait for the WAL's bytes to be written
+    /// a second time. Reads meet the small objects until regrouping gathers them, which on a
+    /// store with a latency per request (S3) costs more than it saves
+    /// (docs/recovery-adoption.md). Off, recovery writes all it keeps into new objects. Default
+    /// off.
+    pub adopt_at_recovery: bool,
     /// Wait after a failed round. Default 1 s.
     #[serde(with = "mink_runtime::duration_ms")]
     pub retry_backoff: Duration,
@@ -74,6 +82,7 @@ impl Default for CompactionSettings {
             block_bytes: 1 << 20,
             max_object_bytes: 64 << 20,
             adopt_wal_object_bytes: 4 << 20,
+            adopt_at_recovery: false,
             retry_backoff: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(60),
             merge_min_objects: 4,

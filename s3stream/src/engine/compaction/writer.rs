@@ -257,7 +257,7 @@ pub(crate) async fn commit(
 }
 
 /// Deletes objects that no commit references.
-async fn remove_uncommitted(context: &CommitContext<'_>, objects: &[ObjectRecord]) {
+pub(crate) async fn remove_uncommitted(context: &CommitContext<'_>, objects: &[ObjectRecord]) {
     if objects.is_empty() {
         return;
     }

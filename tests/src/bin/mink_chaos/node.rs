@@ -78,10 +78,13 @@ impl NodeProcess {
         }
         // Compact often, so kills also land between uploads, commits and WAL deletes; adopt WAL
         // objects of a few appends and rewrite smaller ones; merge and regroup every second.
+        // Every other life's recovery commits the WAL objects it replays as they are.
         let _ = writeln!(
             c,
             "[engine.compaction]\ninterval = 300\nadopt_wal_object_bytes = 1024\n\
-             maintenance_interval = 1000\nmerge_min_objects = 3\ndelete_grace = 500"
+             maintenance_interval = 1000\nmerge_min_objects = 3\ndelete_grace = 500\n\
+             adopt_at_recovery = {}",
+            self.lives % 2 == 1
         );
         if let Some(bytes) = self.options.retention_bytes {
             let _ = writeln!(c, "[retention]\nbytes = {bytes}\ninterval_ms = 300");
