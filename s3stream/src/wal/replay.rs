@@ -22,7 +22,7 @@ use crate::format::wal::{self, WalFormatError, WalRecord, WalSpan};
 use crate::storage::{ObjectStorage, StorageError};
 
 /// GETs in flight while replaying.
-const REPLAY_CONCURRENCY: usize = 8;
+const REPLAY_CONCURRENCY: usize = 32;
 /// Delays between attempts of a GET that fails with a retryable error (eight attempts).
 const READ_BACKOFF: Backoff =
     Backoff::new(Duration::from_millis(20), Duration::from_secs(2)).with_max_retries(7);
