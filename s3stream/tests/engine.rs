@@ -434,6 +434,46 @@ async fn a_crash_loses_nothing_acknowledged_when_recovery_writes_everything_anew
 }
 
 #[tokio::test]
+async fn recovery_writes_its_objects_side_by_side() {
+    // Six streams, each written into an object of its own by recovery, on a store whose PUTs
+    // take a few milliseconds: the PUTs overlap.
+    let world = World::new();
+    let engine = world.engine("n1", manual()).await;
+    let mut streams = Vec::new();
+    for _ in 0..6 {
+        let id = engine.create_stream().await.unwrap().id;
+        let stream = engine.open_stream(id).await.unwrap();
+        append_n(&stream, 3).await;
+        streams.push((id, stream));
+    }
+    engine.abort();
+    let ids: Vec<u64> = streams.iter().map(|(id, _)| *id).collect();
+    drop((streams, engine));
+
+    let slow: Arc<dyn ObjectStorage> = Arc::new(LatencyStorage::new(
+        world.storage.clone(),
+        LatencyProfile::none().with_put(LatencyDistribution::constant(Duration::from_millis(20))),
+        7,
+    ));
+    let counted = Arc::new(CountingStorage::new(slow));
+    let mut settings = manual();
+    settings.compaction.stream_object_bytes = 1;
+    let engine = world
+        .engine_with("n1", settings, counted.clone(), Arc::new(Failpoints::new()))
+        .await
+        .unwrap();
+    assert_eq!(counter(&engine.metrics().objects_written), 6);
+    assert!(
+        counted.most_puts_in_flight() >= 2,
+        "recovery's objects were written one after another"
+    );
+    for id in ids {
+        let stream = engine.open_stream(id).await.unwrap();
+        assert_eq!(read_all(&stream, 0).await, expected(0, 6));
+    }
+}
+
+#[tokio::test]
 async fn recovery_reads_past_a_missing_wal_object_and_stops_only_its_streams() {
     let world = World::new();
     let (engine, (a, sa), (b, sb)) = two_streams(&world).await;

@@ -72,6 +72,9 @@ struct Counters {
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
     errors: AtomicU64,
+    /// PUTs under way now, and the most there have been at once.
+    puts_in_flight: AtomicU64,
+    most_puts_in_flight: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
@@ -111,11 +114,35 @@ impl CountingStorage {
         }
     }
 
+    /// The most PUTs (of any kind) that were under way at once.
+    pub fn most_puts_in_flight(&self) -> u64 {
+        self.counters.most_puts_in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Counts a PUT under way until the returned guard is dropped.
+    fn put_started(&self) -> InFlight<'_> {
+        bump(&self.counters.puts, 1);
+        let now = self.counters.puts_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.counters
+            .most_puts_in_flight
+            .fetch_max(now, Ordering::Relaxed);
+        InFlight(&self.counters.puts_in_flight)
+    }
+
     fn track<T>(&self, res: Result<T>) -> Result<T> {
         if res.is_err() {
             bump(&self.counters.errors, 1);
         }
         res
+    }
+}
+
+/// A PUT under way: counted out when dropped.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -127,7 +154,7 @@ impl ObjectStorage for CountingStorage {
     }
 
     async fn put(&self, key: &str, data: Bytes) -> Result<PutResult> {
-        bump(&self.counters.puts, 1);
+        let _put = self.put_started();
         let len = data.len() as u64;
         let res = self.track(self.inner.put(key, data).await)?;
         bump(&self.counters.bytes_in, len);
@@ -135,7 +162,7 @@ impl ObjectStorage for CountingStorage {
     }
 
     async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<PutResult> {
-        bump(&self.counters.puts, 1);
+        let _put = self.put_started();
         let len = parts.iter().map(|p| p.len() as u64).sum();
         let res = self.track(self.inner.put_parts(key, parts).await)?;
         bump(&self.counters.bytes_in, len);
@@ -143,7 +170,7 @@ impl ObjectStorage for CountingStorage {
     }
 
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutResult> {
-        bump(&self.counters.puts, 1);
+        let _put = self.put_started();
         let len = data.len() as u64;
         let res = self.track(self.inner.put_if_absent(key, data).await)?;
         bump(&self.counters.bytes_in, len);

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use mink_metadata::{CommitRequest, Metadata, ObjectKind, ObjectRecord, WalCompacted};
 use mink_runtime::{Backoff, Retryable};
 
@@ -140,26 +141,49 @@ pub(crate) async fn write_objects(
     write_all(context, jobs).await
 }
 
+/// Objects written at once by [`write_all`]: on a store with a bandwidth per request (S3), one
+/// object after another left recovery and regrouping waiting on each PUT in turn.
+const WRITES_IN_FLIGHT: usize = 4;
+
 /// Writes the parts of each job (in stream order) into objects of that kind, cut at about
-/// `max_object_bytes`. If one fails, the objects already written are deleted again.
+/// `max_object_bytes`, up to [`WRITES_IN_FLIGHT`] at once; returns them in that order. If one
+/// fails, the others are let finish and every object written is deleted again.
 pub(crate) async fn write_all(
     context: &CommitContext<'_>,
     jobs: Vec<(ObjectKind, Vec<&Part>)>,
 ) -> Result<Vec<ObjectRecord>> {
     let cap = context.settings.compaction.max_object_bytes;
-    let mut objects = Vec::with_capacity(jobs.len());
-    for (kind, parts) in jobs {
-        for chunk in cut(&parts, cap) {
-            match write_object(context, kind, &chunk).await {
-                Ok(object) => objects.push(object),
-                Err(error) => {
-                    remove_uncommitted(context, &objects).await;
-                    return Err(error);
-                }
+    let chunks: Vec<(ObjectKind, Vec<Part>)> = jobs
+        .into_iter()
+        .flat_map(|(kind, parts)| cut(&parts, cap).into_iter().map(move |c| (kind, c)))
+        .collect();
+    // Each write owns its chunk: a closure over borrowed chunks is one the compiler cannot
+    // prove `Send` for the spawned compactor.
+    let writes: Vec<_> = chunks
+        .into_iter()
+        .map(|(kind, chunk)| async move { write_object(context, kind, &chunk).await })
+        .collect();
+    let outcomes: Vec<Result<ObjectRecord>> = futures::stream::iter(writes)
+        .buffered(WRITES_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut objects = Vec::with_capacity(outcomes.len());
+    let mut failed = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(object) => objects.push(object),
+            Err(error) => {
+                failed.get_or_insert(error);
             }
         }
     }
-    Ok(objects)
+    match failed {
+        None => Ok(objects),
+        Some(error) => {
+            remove_uncommitted(context, &objects).await;
+            Err(error)
+        }
+    }
 }
 
 /// Cuts `parts` into objects of about `cap` bytes of batches (at least one batch each): a part
