@@ -337,7 +337,7 @@ impl Engine {
             caches,
             node,
             exclusive,
-            same_store: std::ptr::addr_eq(Arc::as_ptr(&wal_storage), Arc::as_ptr(&data_storage)),
+            same_store: crate::storage::is_same(&wal_storage, &data_storage),
             wal_storage,
             data_storage,
             metadata,

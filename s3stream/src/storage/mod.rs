@@ -33,6 +33,7 @@ mod latency;
 
 use std::fmt::Debug;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -189,6 +190,12 @@ pub trait ObjectStorage: Debug + Send + Sync + 'static {
     /// root. This pages through the whole listing: it is for garbage collection and tools, never
     /// for the read or write path, which know their keys from the metadata.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
+}
+
+/// Whether `a` and `b` are one store (the same handle), as when WAL and committed objects share
+/// a bucket: then a WAL object can be committed as it is.
+pub(crate) fn is_same(a: &Arc<dyn ObjectStorage>, b: &Arc<dyn ObjectStorage>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 
 /// The concatenation of `parts` in one buffer (the part itself when there is one).

@@ -84,7 +84,7 @@ pub(crate) async fn recover(
         node: node.to_owned(),
         below,
     };
-    let same_store = std::ptr::addr_eq(Arc::as_ptr(wal_storage), Arc::as_ptr(data_storage));
+    let same_store = crate::storage::is_same(wal_storage, data_storage);
     let adoption = if settings.compaction.adopt_at_recovery && same_store {
         adopt(&replayed.objects, &kept)
             .filter(|a| fits_one_commit(metadata, settings, a, &kept, reservations.len()))
@@ -94,7 +94,7 @@ pub(crate) async fn recover(
     tracing::info!(
         node,
         wal_objects = replayed.objects.len(),
-        streams = kept.values().filter(|k| !k.batches.is_empty()).count(),
+        streams = advanced(&kept).count(),
         adopted = adoption.as_ref().map_or(0, |a| a.objects.len()),
         "recovering the WAL"
     );
@@ -119,6 +119,13 @@ pub(crate) async fn recover(
         .collect();
     delete_wal_objects(wal_storage, wal_prefix, &ids, metrics).await;
     Ok(())
+}
+
+/// The streams whose committed end recovery moves: those with records kept.
+fn advanced(kept: &BTreeMap<u64, Kept>) -> impl Iterator<Item = (u64, &Kept)> {
+    kept.iter()
+        .filter(|(_, k)| !k.batches.is_empty())
+        .map(|(id, k)| (*id, k))
 }
 
 /// Writes everything kept into new objects and commits it, a chunk of streams per transaction
@@ -186,11 +193,7 @@ async fn commit_adopted(
         }
     }
     add.extend(written.iter().cloned());
-    let moved: Vec<(u64, &Kept)> = kept
-        .iter()
-        .filter(|(_, k)| !k.batches.is_empty())
-        .map(|(id, k)| (*id, k))
-        .collect();
+    let moved: Vec<(u64, &Kept)> = advanced(kept).collect();
     let request = CommitRequest {
         stream_epochs: moved.iter().map(|(id, k)| (*id, k.epoch)).collect(),
         add_objects: add,
@@ -222,7 +225,7 @@ fn fits_one_commit(
     let Some(max) = metadata.kv().max_txn_ops() else {
         return true;
     };
-    let streams = kept.values().filter(|k| !k.batches.is_empty()).count();
+    let streams = advanced(kept).count();
     let parts: usize = adoption.rounds.iter().map(Vec::len).sum();
     let bytes: u64 = adoption.rounds.iter().flatten().map(Part::bytes).sum();
     let cuts = bytes / (settings.compaction.max_object_bytes.max(1) as u64);
