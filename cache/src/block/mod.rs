@@ -160,16 +160,41 @@ impl BlockCache {
             .inner
             .read(object_id, object_size, range.clone(), loader)
             .await?;
-        if let Some(ahead) = state.advance(
-            &self.inner.readahead,
-            object_id,
-            object_size,
-            &range,
-            waited,
-        ) {
+        self.advance(object_id, object_size, &range, loader, state, waited);
+        Ok(parts)
+    }
+
+    /// Records that a sequential reader had bytes `range` of object `object_id` from elsewhere
+    /// (its caller's decoded blocks) without reading them here: its run goes on, and readahead
+    /// past `range` is issued as [`BlockCache::read_sequential`] would. A reader that skipped
+    /// the range instead would look random at its next read, and its window would close.
+    pub fn passed_over(
+        &self,
+        object_id: u64,
+        object_size: u64,
+        range: Range<u64>,
+        loader: &Arc<dyn PageLoader>,
+        state: &mut ReadaheadState,
+    ) {
+        let range = range.start.min(object_size)..range.end.min(object_size);
+        self.advance(object_id, object_size, &range, loader, state, false);
+    }
+
+    /// Moves `state` past `range` and starts the readahead it asks for.
+    fn advance(
+        &self,
+        object_id: u64,
+        object_size: u64,
+        range: &Range<u64>,
+        loader: &Arc<dyn PageLoader>,
+        state: &mut ReadaheadState,
+        waited: bool,
+    ) {
+        if let Some(ahead) =
+            state.advance(&self.inner.readahead, object_id, object_size, range, waited)
+        {
             self.inner.read_ahead(object_id, object_size, ahead, loader);
         }
-        Ok(parts)
     }
 
     /// Starts loading bytes `range` of object `object_id` in the background, as readahead (the

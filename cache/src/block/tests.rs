@@ -471,17 +471,8 @@ async fn the_disk_tier_serves_pages_after_a_restart() {
     assert_eq!(reopened.metrics().block_memory_hits, 1);
 }
 
-fn readahead_settings() -> ReadaheadSettings {
-    ReadaheadSettings {
-        start_bytes: PAGE,
-        growth_bytes: PAGE,
-        max_bytes: 4 * PAGE,
-        max_inflight_percent: 50,
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_sequential_reader_gets_a_growing_readahead_window_without_duplicate_loads() {
+/// A cache of 256 pages with [`readahead_settings`], and a loader whose loads take 20 ms.
+async fn readahead_cache() -> (BlockCache, Arc<CountingLoader>, Arc<dyn PageLoader>) {
     let cache = BlockCache::builder(BlockCacheSettings {
         memory_bytes: 256 * PAGE,
         ..settings()
@@ -495,6 +486,21 @@ async fn a_sequential_reader_gets_a_growing_readahead_window_without_duplicate_l
         ..Default::default()
     });
     let loader = as_loader(&counting);
+    (cache, counting, loader)
+}
+
+fn readahead_settings() -> ReadaheadSettings {
+    ReadaheadSettings {
+        start_bytes: PAGE,
+        growth_bytes: PAGE,
+        max_bytes: 4 * PAGE,
+        max_inflight_percent: 50,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sequential_reader_gets_a_growing_readahead_window_without_duplicate_loads() {
+    let (cache, counting, loader) = readahead_cache().await;
     let size = 64 * PAGE;
     let step = PAGE / 2;
 
@@ -564,19 +570,7 @@ async fn a_sequential_reader_gets_a_growing_readahead_window_without_duplicate_l
 
 #[tokio::test(start_paused = true)]
 async fn a_random_reader_triggers_no_readahead() {
-    let cache = BlockCache::builder(BlockCacheSettings {
-        memory_bytes: 256 * PAGE,
-        ..settings()
-    })
-    .readahead(readahead_settings())
-    .build()
-    .await
-    .expect("open");
-    let counting = Arc::new(CountingLoader {
-        latency: Some(Duration::from_millis(20)),
-        ..Default::default()
-    });
-    let loader = as_loader(&counting);
+    let (cache, counting, loader) = readahead_cache().await;
     let size = 64 * PAGE;
     let mut state = ReadaheadState::new();
     for page in [40, 3, 17, 60, 8, 33, 21, 50] {
@@ -807,4 +801,49 @@ async fn a_sequential_read_comes_as_slices_of_the_cached_pages() {
             .expect("read"),
         object_bytes(1, range)
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_range_passed_over_keeps_the_readers_run_and_its_readahead() {
+    let (cache, counting, loader) = readahead_cache().await;
+    let size = 64 * PAGE;
+    // Every other page comes from elsewhere (a caller's decoded blocks): passed over, the run
+    // goes on and the window grows to its cap.
+    let mut state = ReadaheadState::new();
+    for page in 0..12 {
+        let range = page * PAGE..(page + 1) * PAGE;
+        if page % 2 == 1 {
+            cache.passed_over(1, size, range, &loader, &mut state);
+            assert!(state.window() > 0, "still sequential after page {page}");
+        } else {
+            let parts = cache
+                .read_sequential(1, size, range.clone(), &loader, &mut state)
+                .await
+                .expect("read");
+            assert_eq!(parts.concat(), object_bytes(1, range));
+        }
+    }
+    assert_eq!(state.window(), 4 * PAGE, "the window reached its cap");
+    eventually("readahead past page 12 started", || {
+        counting
+            .ranges()
+            .iter()
+            .any(|(_, r)| r.contains(&(12 * PAGE)))
+    })
+    .await;
+    // The same reads skipping those ranges instead look random: the window closes each time.
+    let mut skipping = ReadaheadState::new();
+    for page in (20..32).step_by(2) {
+        cache
+            .read_sequential(
+                1,
+                size,
+                page * PAGE..(page + 1) * PAGE,
+                &loader,
+                &mut skipping,
+            )
+            .await
+            .expect("read");
+        assert_eq!(skipping.window(), 0, "a read after a gap is not sequential");
+    }
 }

@@ -193,6 +193,14 @@ impl ObjectReader {
                             self.metrics
                                 .decoded_block_hits
                                 .fetch_add(1, Ordering::Relaxed);
+                            // The reader's run goes on past the block, so its readahead does.
+                            self.caches.blocks.passed_over(
+                                object.id,
+                                object.size,
+                                entry.range(),
+                                &loader,
+                                &mut state,
+                            );
                             batches
                         }
                         None => {
