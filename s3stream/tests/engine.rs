@@ -1101,6 +1101,54 @@ async fn a_sequential_reader_finds_the_next_object_loaded_when_it_gets_there() {
 }
 
 #[tokio::test]
+async fn two_readers_of_one_stream_each_keep_their_own_readahead() {
+    let world = World::new();
+    let mut settings = no_tail_cache();
+    // One stream object of 400 batches (about 200 KiB, so its index's tail read of 64 KiB holds
+    // none of the blocks read below) in pages of 1 KiB and blocks of one batch each, and a
+    // readahead window of a few blocks.
+    settings.compaction.stream_object_bytes = 1 << 20;
+    settings.compaction.block_bytes = 1 << 10;
+    settings.cache.block.page_size = 1 << 10;
+    settings.cache.readahead.start_bytes = 4 << 10;
+    settings.cache.readahead.growth_bytes = 4 << 10;
+    settings.cache.readahead.max_bytes = 8 << 10;
+    let engine = world.engine("n1", settings).await;
+    let id = engine.create_stream().await.unwrap().id;
+    let stream = engine.open_stream(id).await.unwrap();
+    append_wide(&stream, 200).await;
+    append_wide(&stream, 200).await;
+    engine.compact_now().await.unwrap();
+    // Two consumers, one from the start and one from the middle, in turn, one batch (one block)
+    // a read. (A read that runs on past its last batch reads the next block too, and its own
+    // second block would open a window whatever came before.)
+    let mut cursors = [0u64, 400];
+    for _ in 0..16 {
+        for cursor in cursors.iter_mut() {
+            let batches = stream
+                .fetch(*cursor, *cursor + 2, 1 << 20, ReadBound::Confirmed)
+                .await
+                .unwrap();
+            assert_eq!(batches.len(), 1);
+            assert_eq!(batches[0].base_offset, *cursor);
+            *cursor = batches[0].end_offset();
+        }
+    }
+    assert_eq!(cursors, [32, 432]);
+    let cache = engine.cache_metrics();
+    // Each reader's second read continues its first, so each opens a window; had they shared one
+    // state, each read would follow the other reader's and look random, with no readahead at all.
+    assert!(cache.readahead_loads >= 2, "{cache:?}");
+    // Each reader went through 16 blocks. Read ahead, only the first blocks of each are loaded in
+    // the foreground (without readahead, all 32 and the index would be).
+    let foreground = cache.loads - cache.readahead_loads;
+    assert!(
+        foreground <= 8,
+        "{foreground} loads in the foreground: {cache:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_tail_reader_is_served_from_the_tail_cache_without_gets() {
     let world = World::new();
     let engine = world.engine("n1", manual()).await;

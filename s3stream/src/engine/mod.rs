@@ -34,6 +34,7 @@ mod manifest_queue;
 mod manifests;
 mod metrics;
 mod open_stream;
+mod read_runs;
 mod reader;
 mod recovery;
 mod settings;

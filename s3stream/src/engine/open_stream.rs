@@ -8,11 +8,11 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use mink_cache::ReadaheadState;
 use tokio::sync::watch;
 
 use super::lock::lock;
 use super::log_cache::LogCache;
+use super::read_runs::ReadRuns;
 
 /// The next offset and whether appends are refused, under the stream's sequencing lock.
 pub(crate) struct Sequencer {
@@ -32,8 +32,8 @@ pub(crate) struct OpenStream {
     /// Everything below is in committed objects.
     pub(crate) committed_end: AtomicU64,
     pub(crate) fenced: AtomicBool,
-    /// Sequential-read state for reads of committed objects.
-    pub(crate) readahead: Mutex<ReadaheadState>,
+    /// Sequential-read states of the readers of committed objects, one per run of reads.
+    pub(crate) read_runs: Mutex<ReadRuns>,
 }
 
 impl OpenStream {
@@ -50,7 +50,7 @@ impl OpenStream {
             start: AtomicU64::new(start),
             committed_end: AtomicU64::new(end),
             fenced: AtomicBool::new(false),
-            readahead: Mutex::new(ReadaheadState::new()),
+            read_runs: Mutex::new(ReadRuns::default()),
         }
     }
 

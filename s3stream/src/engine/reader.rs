@@ -10,12 +10,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use mink_cache::{Caches, LoadError, PageLoader, ReadaheadState, Weighted};
+use mink_cache::{Caches, LoadError, PageLoader, Weighted};
 use mink_metadata::{CoveringRange, Metadata, ObjectRecord};
 
 use super::decoded::DecodedBlocks;
 use super::lock::lock;
 use super::metrics::EngineMetrics;
+use super::read_runs::ReadRuns;
 use crate::batch::StreamBatch;
 use crate::error::{Result, StreamError};
 use crate::format::object::{self, BlockEntry, FOOTER_LEN, ObjectFormatError};
@@ -131,7 +132,8 @@ impl ObjectReader {
     }
 
     /// Batches of `stream_id` from the one holding `from` up to `to`, about `max_bytes`.
-    /// `readahead` is the stream's sequential-read state.
+    /// `runs` are the stream's readers' sequential-read states: the read goes on the run whose
+    /// last read ended at `from`, or starts one.
     pub(crate) async fn read(
         &self,
         metadata: &Metadata,
@@ -139,12 +141,12 @@ impl ObjectReader {
         from: u64,
         to: u64,
         max_bytes: usize,
-        readahead: &Mutex<ReadaheadState>,
+        runs: &Mutex<ReadRuns>,
     ) -> Result<Vec<StreamBatch>> {
         let mut out: Vec<StreamBatch> = Vec::new();
         let mut bytes = 0usize;
         let mut cursor = from;
-        let mut state = lock(readahead).clone();
+        let mut state = lock(runs).take(from);
         while cursor < to {
             let mut covering = metadata.index().covering(stream_id, cursor, COVERING_LIMIT);
             if covering
@@ -228,7 +230,7 @@ impl ObjectReader {
                         if batch.base_offset >= to
                             || (!out.is_empty() && bytes + batch.payload.len() > max_bytes)
                         {
-                            *lock(readahead) = state;
+                            lock(runs).put(cursor, state);
                             return Ok(out);
                         }
                         bytes += batch.payload.len();
@@ -247,7 +249,7 @@ impl ObjectReader {
                 }
             }
         }
-        *lock(readahead) = state;
+        lock(runs).put(cursor, state);
         Ok(out)
     }
 

@@ -173,7 +173,7 @@ impl EngineShared {
                 from,
                 to,
                 max_bytes,
-                &stream.readahead,
+                &stream.read_runs,
             )
             .await
     }
