@@ -132,13 +132,16 @@ impl Bench {
             }
             runs.push(self.replay_run(end).await?);
         }
+        let last_run_metrics = self.client.metrics().await?;
+        // Two readers at once, in a node life of their own, after the runs.
+        let (two, two_gets) = self.replay_two_readers(end).await?;
         // The chart shows the run with the median cold throughput.
         let mut order: Vec<usize> = (0..runs.len()).collect();
         order.sort_by(|a, b| runs[*a].phases[0].mbps.total_cmp(&runs[*b].phases[0].mbps));
         if let Some(run) = order.get(order.len() / 2) {
             self.report.replay_csv.push_str(&runs[*run].csv);
         }
-        let metrics = self.client.metrics().await?;
+        let metrics = last_run_metrics;
         let get = |k: &str| {
             metrics
                 .get(&format!("mink_{k}_total"))
@@ -201,10 +204,19 @@ impl Bench {
                 spread(of(|p| p.driver_cores), 2),
             );
         }
+        let _ = writeln!(
+            self.report.md,
+            "| replay by two readers at once, cold caches (one from offset 0, one from the middle, \
+             each reading its half), one run | {:.1} | {:.2}x | | {:.2} | {:.2} |",
+            two.mbps,
+            two.mbps / raw_mbps,
+            two.node_cores,
+            two.driver_cores,
+        );
         let _ = write!(
             self.report.md,
             "\nWriting the {} MiB took {write_seconds:.1} s and compaction drained the WAL {compact_seconds:.1} s \
-             later. Each run is a new life of the node; its two replays cost {:.0} object GETs ({:.0} MB) in the last run; block cache memory budget {} MiB, \
+             later. Each run is a new life of the node; its two replays cost {:.0} object GETs ({:.0} MB) in the last run, and the two readers' replay {two_gets:.0}; block cache memory budget {} MiB, \
              so a replay larger than that cannot be fully warm. On local files both the raw GETs and \
              the node read through the OS page cache.\n\n",
             total >> 20,
@@ -242,27 +254,10 @@ impl Bench {
             let started = Instant::now();
             let (mut offset, mut bytes) = (0u64, 0u64);
             let mut next_tick = 0.0;
+            let url = self.client.records("replay", 0);
             while offset < end {
-                let r = self
-                    .client
-                    .http
-                    .get(format!(
-                        "{}?offset={offset}&max_bytes={}",
-                        self.client.records("replay", 0),
-                        16 << 20
-                    ))
-                    .header("accept", MINK_BATCHES)
-                    .send()
-                    .await
-                    .map_err(|e| format!("replay read: {e}"))?;
-                if !r.status().is_success() {
-                    return Err(format!("replay read at {offset}: {}", r.status()));
-                }
-                let next = header_u64(&r, "mink-next-offset").ok_or("no mink-next-offset")?;
-                bytes += body_len(r).await?;
-                if next <= offset {
-                    return Err(format!("replay made no progress at offset {offset}"));
-                }
+                let (next, read) = read_once(&self.client.http, &url, offset).await?;
+                bytes += read;
                 offset = next;
                 let t = started.elapsed().as_secs_f64();
                 if t >= next_tick {
@@ -288,4 +283,65 @@ impl Bench {
             csv,
         })
     }
+
+    /// A cold replay by two readers at once after a restart, one from offset 0 and one from the
+    /// middle, each reading its half in reads of up to 16 MiB: two consumers of one bucket.
+    /// Returns the phase and the object GETs the node made for it.
+    async fn replay_two_readers(&mut self, end: u64) -> Result<(Phase, f64), Error> {
+        self.restart().await?;
+        let pid = self.node.pid().ok_or("the node has no pid")?;
+        let cpu = (cpu_seconds(pid), cpu_seconds(std::process::id()));
+        let started = Instant::now();
+        let half = end / 2;
+        let mut readers = Vec::new();
+        for (from, to) in [(0, half), (half, end)] {
+            let (http, url) = (self.client.http.clone(), self.client.records("replay", 0));
+            readers.push(tokio::spawn(async move {
+                let (mut offset, mut bytes) = (from, 0u64);
+                while offset < to {
+                    let (next, read) = read_once(&http, &url, offset).await?;
+                    bytes += read;
+                    offset = next;
+                }
+                Ok::<_, Error>(bytes)
+            }));
+        }
+        let mut bytes = 0;
+        for reader in readers {
+            bytes += reader.await.map_err(|e| format!("replay reader: {e}"))??;
+        }
+        let t = started.elapsed().as_secs_f64();
+        let used = |before: Option<f64>, id: u32| Some(cpu_seconds(id)? - before?);
+        let phase = Phase {
+            bytes,
+            mbps: bytes as f64 / t / 1e6,
+            node_cores: used(cpu.0, pid).unwrap_or(f64::NAN) / t,
+            driver_cores: used(cpu.1, std::process::id()).unwrap_or(f64::NAN) / t,
+        };
+        let metrics = self.client.metrics().await?;
+        let gets = metrics
+            .get("mink_object_gets_total")
+            .copied()
+            .unwrap_or(0.0);
+        Ok((phase, gets))
+    }
+}
+
+/// One replay read of up to 16 MiB from `offset`: the next offset and the bytes read.
+async fn read_once(http: &reqwest::Client, url: &str, offset: u64) -> Result<(u64, u64), Error> {
+    let r = http
+        .get(format!("{url}?offset={offset}&max_bytes={}", 16 << 20))
+        .header("accept", MINK_BATCHES)
+        .send()
+        .await
+        .map_err(|e| format!("replay read: {e}"))?;
+    if !r.status().is_success() {
+        return Err(format!("replay read at {offset}: {}", r.status()));
+    }
+    let next = header_u64(&r, "mink-next-offset").ok_or("no mink-next-offset")?;
+    let bytes = body_len(r).await?;
+    if next <= offset {
+        return Err(format!("replay made no progress at offset {offset}"));
+    }
+    Ok((next, bytes))
 }
