@@ -212,6 +212,25 @@ impl BlockCache {
         self.inner.read_ahead(object_id, object_size, range, loader);
     }
 
+    /// Starts loading bytes `range` of object `object_id`, which a reader with no run yet (a
+    /// new reader, or one whose last read looked random) asked for as a whole, as readahead (the
+    /// same in-flight bound), and starts the reader's run there with a window as large as the
+    /// range: its reads of the range find it loading, and readahead goes on past it without
+    /// opening at `start_bytes` and growing one load at a time. A range shorter than
+    /// `start_bytes` is loaded but starts no run.
+    pub fn begin_run(
+        &self,
+        object_id: u64,
+        object_size: u64,
+        range: Range<u64>,
+        loader: &Arc<dyn PageLoader>,
+        state: &mut ReadaheadState,
+    ) {
+        let range = range.start.min(object_size)..range.end.min(object_size);
+        self.prefetch(object_id, object_size, range.clone(), loader);
+        state.expect(&self.inner.readahead, object_id, object_size, &range);
+    }
+
     /// Drops every cached page of an object (e.g. once it has been deleted).
     pub fn invalidate_object(&self, object_id: u64, object_size: u64) {
         for page_index in 0..object_size.div_ceil(self.inner.settings.page_size) {

@@ -54,6 +54,36 @@ impl ReadaheadState {
         self.limit = Some((object_id, end));
     }
 
+    /// A reader with no run yet asked for `range` of `object_id` as a whole, and it is being
+    /// loaded: its run starts at `range.start` as if a read had ended there, with readahead issued
+    /// to `range.end` and a window as large as the range (at most `max_bytes`), so its first read
+    /// counts as sequential and its readahead, once the reader comes within half a window of the
+    /// range's end, goes on from there. A range shorter than `start_bytes` starts no run.
+    pub(crate) fn expect(
+        &mut self,
+        settings: &ReadaheadSettings,
+        object_id: u64,
+        object_size: u64,
+        range: &Range<u64>,
+    ) {
+        let len = range.end.saturating_sub(range.start);
+        if len < settings.start_bytes.max(1) {
+            return;
+        }
+        let extent_end = match self.limit {
+            Some((id, end)) if id == object_id => end.min(object_size),
+            _ => object_size,
+        };
+        self.last = Some(Position {
+            object_id,
+            start: range.start,
+            end: range.start,
+            extent_end,
+        });
+        self.window = len.min(settings.max_bytes);
+        self.issued = Some((object_id, range.end));
+    }
+
     /// Records a read and returns the byte range to read ahead, if any.
     ///
     /// `waited` says whether the read had to wait for a load (a miss or a load in flight).
@@ -191,6 +221,43 @@ mod tests {
             state.advance(&s, 1, size, &(start..start + 16 * KIB), true);
         }
         assert_eq!(state.window(), 256 * KIB, "the window is capped");
+    }
+
+    #[test]
+    fn a_range_asked_for_as_a_whole_starts_a_run_with_a_window_its_size() {
+        let s = settings();
+        let size = 10 * 1024 * KIB;
+        let mut state = ReadaheadState::new();
+        state.expect(&s, 1, size, &(0..192 * KIB));
+        assert_eq!(state.window(), 192 * KIB);
+        // The first read is sequential; nothing more is issued while the range ahead of it holds
+        // half a window.
+        assert_eq!(state.advance(&s, 1, size, &(0..16 * KIB), true), None);
+        assert_eq!(
+            state.window(),
+            256 * KIB,
+            "it waited: the window grows, capped"
+        );
+        assert_eq!(
+            state.advance(&s, 1, size, &(16 * KIB..64 * KIB), false),
+            None,
+            "the range still holds half a window ahead"
+        );
+        assert_eq!(
+            state.advance(&s, 1, size, &(64 * KIB..80 * KIB), false),
+            Some(192 * KIB..336 * KIB),
+            "readahead goes on from the range's end"
+        );
+        // Larger than `max_bytes`: the window is capped.
+        let mut state = ReadaheadState::new();
+        state.expect(&s, 1, size, &(0..1024 * KIB));
+        assert_eq!(state.window(), 256 * KIB);
+        // Shorter than `start_bytes` (one block of a lookup): no run.
+        let mut state = ReadaheadState::new();
+        state.expect(&s, 1, size, &(0..16 * KIB));
+        assert_eq!(state.window(), 0);
+        assert_eq!(state.advance(&s, 1, size, &(0..16 * KIB), true), None);
+        assert_eq!(state.window(), 0);
     }
 
     #[test]

@@ -189,6 +189,9 @@ impl ObjectReader {
                 let blocks = index.0.iter().filter(|e| {
                     e.stream_id == stream_id && e.end_offset > start && e.start_offset < to
                 });
+                if state.window() == 0 && out.is_empty() {
+                    self.load_asked(object, blocks.clone(), max_bytes, &loader, &mut state);
+                }
                 for entry in blocks {
                     let batches = match self.decoded.get(object.id, entry.position) {
                         Some(batches) => {
@@ -251,6 +254,40 @@ impl ObjectReader {
         }
         lock(runs).put(cursor, state);
         Ok(out)
+    }
+
+    /// A read that is not (yet) part of a sequential run, so has no readahead, about to read
+    /// `blocks` of `object`: when it asked for more than its first block, starts loading what it
+    /// asked for (its blocks, up to about `max_bytes`) at once and starts its run there
+    /// ([`mink_cache::BlockCache::begin_run`]), instead of reading one block after another while
+    /// its window opens at `start_bytes` and grows a load at a time. A new reader's first read of
+    /// 16 MiB took about 0.4 s on the S3 Standard model that way. A lookup of one block is left
+    /// as it was.
+    fn load_asked<'a>(
+        &self,
+        object: &ObjectRecord,
+        mut blocks: impl Iterator<Item = &'a BlockEntry>,
+        max_bytes: usize,
+        loader: &Arc<dyn PageLoader>,
+        state: &mut mink_cache::ReadaheadState,
+    ) {
+        let Some(first) = blocks.next() else {
+            return;
+        };
+        let start = first.range().start;
+        let budget = start.saturating_add(max_bytes as u64);
+        let mut end = first.range().end;
+        for entry in blocks {
+            if entry.range().start >= budget {
+                break;
+            }
+            end = entry.range().end;
+        }
+        if end > first.range().end {
+            self.caches
+                .blocks
+                .begin_run(object.id, object.size, start..end, loader, state);
+        }
     }
 
     /// A sequential reader (readahead `window` > 0) has started on an object: starts loading

@@ -15,7 +15,8 @@
 //!    reader, holding the row.
 //! 4. Catch-up replay of 1 GiB (128 MiB with `--quick`) from committed objects after a restart
 //!    (cold caches) and again (warm), against raw sequential GETs of the same objects; three
-//!    lives of the node, median and spread.
+//!    lives of the node, median and spread; then, in a fourth life, two readers at once, one
+//!    from offset 0 and one from the middle.
 //! 5. Projection: reading 1 of 10 columns vs all 10, rows per second (Arrow IPC responses).
 //! 6. `offset_for_timestamp`: stream fetches per lookup against log2(batches). The node does not
 //!    count the fetches of one lookup, so this item runs an in-process tablet on the same store
