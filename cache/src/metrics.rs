@@ -27,7 +27,8 @@ pub struct CacheMetrics {
     pub bytes_loaded: u64,
     /// Page loads that failed.
     pub load_errors: u64,
-    /// Of `loads`, those issued by readahead.
+    /// Of `loads`, those issued in the background: readahead, `BlockCache::prefetch` and the
+    /// range a new run asked for (`BlockCache::begin_run`).
     pub readahead_loads: u64,
     /// Readahead windows skipped because readahead in flight already held its share of the memory tier.
     pub readahead_skipped: u64,
