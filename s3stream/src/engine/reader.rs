@@ -147,6 +147,9 @@ impl ObjectReader {
         let mut bytes = 0usize;
         let mut cursor = from;
         let mut state = lock(runs).take(from);
+        // The base offset of the last batch read: a reader whose answer ended inside it resumes
+        // there, on the same run.
+        let mut last_base = from;
         while cursor < to {
             let mut covering = metadata.index().covering(stream_id, cursor, COVERING_LIMIT);
             if covering
@@ -233,10 +236,11 @@ impl ObjectReader {
                         if batch.base_offset >= to
                             || (!out.is_empty() && bytes + batch.payload.len() > max_bytes)
                         {
-                            lock(runs).put(cursor, state);
+                            lock(runs).put(last_base, cursor, state);
                             return Ok(out);
                         }
                         bytes += batch.payload.len();
+                        last_base = batch.base_offset;
                         cursor = batch.end_offset();
                         out.push(batch.clone());
                     }
@@ -252,7 +256,7 @@ impl ObjectReader {
                 }
             }
         }
-        lock(runs).put(cursor, state);
+        lock(runs).put(last_base, cursor, state);
         Ok(out)
     }
 
