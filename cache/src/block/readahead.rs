@@ -54,6 +54,14 @@ impl ReadaheadState {
         self.limit = Some((object_id, end));
     }
 
+    /// End of the reader's extent in object `object_id`: the caller's limit, else the object's end.
+    fn extent_end(&self, object_id: u64, object_size: u64) -> u64 {
+        match self.limit {
+            Some((id, end)) if id == object_id => end.min(object_size),
+            _ => object_size,
+        }
+    }
+
     /// A reader with no run yet asked for `range` of `object_id` as a whole, and it is being
     /// loaded: its run starts at `range.start` as if a read had ended there, with readahead issued
     /// to `range.end` and a window as large as the range (at most `max_bytes`), so its first read
@@ -70,10 +78,7 @@ impl ReadaheadState {
         if len < settings.start_bytes.max(1) {
             return;
         }
-        let extent_end = match self.limit {
-            Some((id, end)) if id == object_id => end.min(object_size),
-            _ => object_size,
-        };
+        let extent_end = self.extent_end(object_id, object_size);
         self.last = Some(Position {
             object_id,
             start: range.start,
@@ -95,10 +100,7 @@ impl ReadaheadState {
         range: &Range<u64>,
         waited: bool,
     ) -> Option<Range<u64>> {
-        let extent_end = match self.limit {
-            Some((id, end)) if id == object_id => end.min(object_size),
-            _ => object_size,
-        };
+        let extent_end = self.extent_end(object_id, object_size);
         // A reader that reads again what it just read (a caller resuming inside the last range)
         // neither advances nor breaks its sequential run.
         if let Some(last) = self.last

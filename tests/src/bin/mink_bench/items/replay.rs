@@ -236,6 +236,21 @@ struct Phase {
     driver_cores: f64,
 }
 
+impl Phase {
+    /// `bytes` read since `started`, with the node's (`pid`) and the driver's CPU seconds then
+    /// (`cpu`) turned into cores used since.
+    fn since(bytes: u64, started: Instant, cpu: (Option<f64>, Option<f64>), pid: u32) -> Phase {
+        let t = started.elapsed().as_secs_f64();
+        let used = |before: Option<f64>, id: u32| Some(cpu_seconds(id)? - before?);
+        Phase {
+            bytes,
+            mbps: bytes as f64 / t / 1e6,
+            node_cores: used(cpu.0, pid).unwrap_or(f64::NAN) / t,
+            driver_cores: used(cpu.1, std::process::id()).unwrap_or(f64::NAN) / t,
+        }
+    }
+}
+
 /// One run of item 4: a cold replay, then a warm one, with the chart's rows.
 struct Run {
     phases: [Phase; 2],
@@ -265,15 +280,10 @@ impl Bench {
                     next_tick = t + 0.05;
                 }
             }
+            let phase_run = Phase::since(bytes, started, cpu, pid);
             let t = started.elapsed().as_secs_f64();
             let _ = writeln!(csv, "{phase},{t:.4},{:.3}", bytes as f64 / 1e6);
-            let used = |before: Option<f64>, id: u32| Some(cpu_seconds(id)? - before?);
-            phases.push(Phase {
-                bytes,
-                mbps: bytes as f64 / t / 1e6,
-                node_cores: used(cpu.0, pid).unwrap_or(f64::NAN) / t,
-                driver_cores: used(cpu.1, std::process::id()).unwrap_or(f64::NAN) / t,
-            });
+            phases.push(phase_run);
         }
         let [cold, warm]: [Phase; 2] = phases
             .try_into()
@@ -310,14 +320,7 @@ impl Bench {
         for reader in readers {
             bytes += reader.await.map_err(|e| format!("replay reader: {e}"))??;
         }
-        let t = started.elapsed().as_secs_f64();
-        let used = |before: Option<f64>, id: u32| Some(cpu_seconds(id)? - before?);
-        let phase = Phase {
-            bytes,
-            mbps: bytes as f64 / t / 1e6,
-            node_cores: used(cpu.0, pid).unwrap_or(f64::NAN) / t,
-            driver_cores: used(cpu.1, std::process::id()).unwrap_or(f64::NAN) / t,
-        };
+        let phase = Phase::since(bytes, started, cpu, pid);
         let metrics = self.client.metrics().await?;
         let gets = metrics
             .get("mink_object_gets_total")
